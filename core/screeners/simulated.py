@@ -1,0 +1,120 @@
+"""A simulated screener: seeded, per-criterion noise, integer clumping.
+
+It is the demo's screener and the tests' workhorse. Each criterion has a behaviour:
+
+* ``working`` — meaningful between-candidate spread, little within (a checklist criterion);
+* ``dead`` — the same value for (nearly) everyone on every run (full marks, position-agnostic);
+* ``noisy`` — within-candidate spread at least as large as the between-candidate spread.
+
+Scores are rounded to rubric integers (clumping) and clipped to ``0..max``, as real screeners do.
+A candidate's expected per-criterion scores come from its application text when it is JSON with
+``"true_means"`` (the demo writes them), otherwise from a hash of the candidate id, so the same
+candidate always has the same profile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "CriterionModel",
+    "DEMO_CRITERIA",
+    "true_means_for",
+    "simulate_scores",
+    "render_payload",
+    "profile_from_application",
+]
+
+
+@dataclass(frozen=True)
+class CriterionModel:
+    """How one simulated criterion behaves.
+
+    Expected score for a candidate of latent quality ``q`` is
+    ``base + slope*q + person_sd*z`` (``z`` a per-candidate normal); each draw adds
+    ``N(0, noise_sd)``, then rounds (``integer``) and clips to ``0..max_points``. A ``dead``
+    criterion returns ``max_points`` except for a share ``dead_miss`` of candidates who get
+    ``dead_low``.
+    """
+
+    name: str
+    max_points: float
+    kind: str = "working"
+    base: float = 0.0
+    slope: float = 0.0
+    person_sd: float = 0.0
+    noise_sd: float = 0.0
+    integer: bool = True
+    dead_miss: float = 0.025
+    dead_low: float = 20.0
+
+
+#: The demo rubric: a working checklist criterion, a dead one, a noisy one, a second working one.
+DEMO_CRITERIA: tuple[CriterionModel, ...] = (
+    CriterionModel("technical_skills", 30, "working", base=18.0, slope=5.0, person_sd=1.2,
+                   noise_sd=0.45),
+    CriterionModel("experience", 25, "dead", base=25.0),
+    CriterionModel("projects", 25, "noisy", base=11.5, slope=1.4, person_sd=0.8, noise_sd=3.8),
+    CriterionModel("communication", 20, "working", base=8.0, slope=2.6, person_sd=0.9,
+                   noise_sd=1.1),
+)
+
+
+def true_means_for(quality: float, criteria: tuple[CriterionModel, ...],
+                   rng: np.random.Generator) -> dict[str, float]:
+    """Expected per-criterion scores for a candidate of latent ``quality``."""
+    out: dict[str, float] = {}
+    for c in criteria:
+        if c.kind == "dead":
+            out[c.name] = float(c.dead_low if rng.random() < c.dead_miss else c.max_points)
+        else:
+            z = rng.standard_normal()
+            out[c.name] = float(c.base + c.slope * quality + c.person_sd * z)
+    return out
+
+
+def simulate_scores(true_means: dict[str, float], criteria: tuple[CriterionModel, ...],
+                    rng: np.random.Generator) -> dict[str, float]:
+    """One draw: per-criterion scores (noisy, clumped, clipped) and their ``total``."""
+    scores: dict[str, float] = {}
+    for c in criteria:
+        mu = true_means[c.name]
+        x = mu if c.kind == "dead" else mu + c.noise_sd * rng.standard_normal()
+        if c.integer:
+            x = float(np.round(x))
+        scores[c.name] = float(min(max(x, 0.0), c.max_points))
+    scores["total"] = float(sum(scores[c.name] for c in criteria))
+    return scores
+
+
+def render_payload(scores: dict[str, float], model: str, rng: np.random.Generator) -> str:
+    """The raw JSON a screener would return (flat preset), with a varying rationale."""
+    phrases = ["strong match on the core stack", "projects described briefly",
+               "clear written communication", "limited leadership evidence",
+               "relevant domain experience", "portfolio links not verifiable"]
+    picks = rng.choice(len(phrases), size=2, replace=False)
+    body = {k: (int(v) if float(v).is_integer() else v) for k, v in scores.items()}
+    body["rationale"] = "; ".join(phrases[i] for i in sorted(picks))
+    body["model"] = model
+    return json.dumps(body, sort_keys=False)
+
+
+def profile_from_application(application: str | None, candidate_id: str,
+                             criteria: tuple[CriterionModel, ...]) -> dict[str, float]:
+    """The candidate's expected scores: from ``{"true_means": …}`` JSON, else from its id."""
+    if application:
+        try:
+            data = json.loads(application)
+            if isinstance(data, dict) and isinstance(data.get("true_means"), dict):
+                tm = data["true_means"]
+                if all(c.name in tm for c in criteria):
+                    return {c.name: float(tm[c.name]) for c in criteria}
+        except (json.JSONDecodeError, TypeError, ValueError):
+            pass
+    digest = hashlib.sha256(str(candidate_id).encode("utf-8")).digest()
+    rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    return true_means_for(float(rng.standard_normal()), criteria, rng)
