@@ -14,19 +14,26 @@ candidate always has the same profile.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from dataclasses import dataclass
 
 import numpy as np
 
+from core.freeze import Criterion
+from core.screeners.base import RawResult, ScreenRequest
+from core.screeners.parsing import Parsed, ParseSpec, parse_scores
+
 __all__ = [
-    "CriterionModel",
     "DEMO_CRITERIA",
-    "true_means_for",
-    "simulate_scores",
-    "render_payload",
+    "CriterionModel",
+    "SimulatedScreener",
+    "criterion_models_for",
     "profile_from_application",
+    "render_payload",
+    "simulate_scores",
+    "true_means_for",
 ]
 
 
@@ -118,3 +125,72 @@ def profile_from_application(application: str | None, candidate_id: str,
     digest = hashlib.sha256(str(candidate_id).encode("utf-8")).digest()
     rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
     return true_means_for(float(rng.standard_normal()), criteria, rng)
+
+
+# ---------------------------------------------------------------------------- the adapter
+def criterion_models_for(criteria: tuple[Criterion, ...]) -> tuple[CriterionModel, ...]:
+    """Simulation models for a rubric: the demo's where names match, else a working one.
+
+    A criterion the demo does not know gets ``working`` behaviour scaled to its max points.
+    """
+    demo = {c.name: c for c in DEMO_CRITERIA}
+    out = []
+    for c in criteria:
+        if c.name in demo and (c.max_points is None or c.max_points == demo[c.name].max_points):
+            out.append(demo[c.name])
+            continue
+        mx = float(c.max_points if c.max_points is not None else 10.0)
+        out.append(CriterionModel(c.name, mx, "working", base=0.6 * mx, slope=0.12 * mx,
+                                  person_sd=0.05 * mx, noise_sd=0.04 * mx))
+    return tuple(out)
+
+
+class SimulatedScreener:
+    """The ``simulated`` adapter: in-process, seeded per (audit seed, candidate, run).
+
+    The same (seed, candidate, run) always gives the same payload, whatever order or
+    concurrency the engine uses, so a resumed or re-ordered run is reproducible. ``latency_s``
+    adds an ``asyncio.sleep`` per call to imitate a remote screener.
+    """
+
+    kind = "simulated"
+    uses_http = False
+
+    def __init__(self, *, criteria: tuple[Criterion, ...] = (), model: str = "sim-screener-1",
+                 seed: int = 0, latency_s: float = 0.0, parse: ParseSpec | None = None) -> None:
+        if not criteria:
+            criteria = tuple(Criterion(c.name, c.max_points) for c in DEMO_CRITERIA)
+        self.criteria = tuple(criteria)
+        self.model = model
+        self.seed = int(seed)
+        self.latency_s = float(latency_s)
+        self.parse_spec = parse or ParseSpec()
+        self.models = criterion_models_for(self.criteria)
+
+    def _rng(self, candidate_id: str, run: int) -> np.random.Generator:
+        digest = hashlib.sha256(str(candidate_id).encode("utf-8")).digest()
+        return np.random.default_rng([self.seed, int.from_bytes(digest[:8], "little"), int(run)])
+
+    async def call(self, client: object, request: ScreenRequest) -> RawResult:
+        if self.latency_s > 0:
+            await asyncio.sleep(self.latency_s)
+        means = profile_from_application(request.application, request.candidate_id, self.models)
+        rng = self._rng(request.candidate_id, request.run)
+        scores = simulate_scores(means, self.models, rng)
+        payload = render_payload(scores, self.model, rng)
+        return RawResult(payload=payload, http_status=None, model=self.model,
+                         seed=request.seed)
+
+    def parse(self, raw: RawResult) -> Parsed:
+        return parse_scores(raw.payload, self.criteria, self.parse_spec)
+
+    def render_prompt(self, application: str, candidate_id: str = "",
+                      request_id: str = "") -> str:
+        return application or ""
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "model": self.model, "seed": self.seed,
+                "latency_s": self.latency_s, "parse": self.parse_spec.to_dict()}
+
+    def __repr__(self) -> str:
+        return f"<SimulatedScreener model={self.model!r} seed={self.seed}>"

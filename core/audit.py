@@ -1,0 +1,239 @@
+"""One audit, analysed: guards first, then the criteria, flip and band steps.
+
+:func:`analyze` reads an audit from the store once; :func:`analyze_frames` does the same from
+frames (the CLI's ``report FILE`` path). Both return an :class:`AuditResult` that the report,
+the pages and the command line render; its :attr:`AuditResult.live` answers slider moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from core import criteria as crit_mod
+from core.criteria import ICC1
+from core.draws import Draws
+from core.flip import effective_cutoff
+from core.live import LiveAudit, LiveView
+from core.store import Store
+
+__all__ = ["Settings", "AuditResult", "analyze", "analyze_frames", "cache_guard",
+           "sd_interval_table"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Analysis settings (shown next to the numbers they drive)."""
+
+    cutoff: float | None = None
+    comparison: str = ">="
+    k: float = 2.0
+    top_k: int | None = None
+    of_n: int | None = None
+    applications_per_req: float | None = None
+    capacity: float | None = None
+    dead_tol_frac: float = 0.05
+    anchor_min: int = 6
+    band_sigma: float = 1.5
+    anchor_sigma: float = 3.0
+    halfwidth_override: float | None = None
+
+    @classmethod
+    def merge(cls, stored: dict[str, Any] | None, **given: Any) -> Settings:
+        """Stored audit settings overridden by explicitly given (non-None) values."""
+        known = set(cls.__dataclass_fields__)
+        values = {k: v for k, v in (stored or {}).items() if k in known and v is not None}
+        values.update({k: v for k, v in given.items() if k in known and v is not None})
+        return cls(**values)
+
+
+def cache_guard(payload_counts: pd.DataFrame | None) -> dict[str, Any]:
+    """Distinct raw payloads per candidate (SPEC §3.3).
+
+    Returns ``checked``, ``verdict`` (``"variance test"``, ``"cache test, not a variance test"``
+    or ``"not checked: no raw payloads"``), ``withhold`` and ``single_payload_candidates``.
+    """
+    if payload_counts is None or len(payload_counts) == 0:
+        return {"checked": False, "verdict": "not checked: no raw payloads stored",
+                "withhold": False, "single_payload_candidates": [],
+                "distinct_payloads_min": None}
+    multi = payload_counts[payload_counts["calls_with_payload"] >= 2]
+    single = multi[multi["distinct_payloads"] <= 1]["candidate_id"].astype(str).tolist()
+    all_identical = len(multi) > 0 and len(single) == len(multi)
+    return {
+        "checked": True,
+        "verdict": ("cache test, not a variance test" if all_identical else "variance test"),
+        "withhold": all_identical,
+        "single_payload_candidates": single,
+        "distinct_payloads_min": int(multi["distinct_payloads"].min()) if len(multi) else None,
+    }
+
+
+def sd_interval_table(draws: Draws) -> pd.DataFrame:
+    """Per candidate: runs, SD of its totals and the chi-square 95% interval (df = n_i − 1)."""
+    means = draws.candidate_means()
+    dev = draws.total - means[draws.cand]
+    ss = np.bincount(draws.cand, weights=dev * dev, minlength=draws.K)
+    df = draws.counts - 1
+    sd = np.sqrt(np.where(df > 0, ss / np.maximum(df, 1), np.nan))
+    lo, hi = zip(*(crit_mod.sd_interval(s, d) for s, d in zip(sd, df))) if draws.K else ((), ())
+    return pd.DataFrame({"candidate_id": draws.candidate_ids, "runs": draws.counts.astype(int),
+                         "mean": means, "sd": sd, "sd_ci_low": lo, "sd_ci_high": hi})
+
+
+@dataclass
+class AuditResult:
+    """Everything the report shows. Numbers are unrounded; rounding happens at display."""
+
+    audit_id: str
+    freeze: dict[str, Any]
+    harness_hash: str
+    settings: Settings
+    configured_cutoff: float | None
+    cutoff: float
+    draws: Draws
+    strata: pd.Series
+    strata_source: str
+    guards: dict[str, Any]
+    criteria: pd.DataFrame | None
+    remediation: pd.DataFrame
+    icc: ICC1 | None
+    reliability_withheld: str | None
+    within_sd_ci95: tuple[float, float]
+    sd_intervals: pd.DataFrame
+    live: LiveAudit
+    pool_size: int
+    drift: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def withheld(self) -> str | None:
+        """Why statistics are withheld altogether (the cache guard), or None."""
+        return self.guards.get("statistics_withheld")
+
+    @property
+    def total_row(self) -> dict[str, Any]:
+        t = crit_mod.decompose(self.draws).iloc[-1] if self.criteria is None else \
+            self.criteria.iloc[-1]
+        return t.to_dict()
+
+    def view(self, cutoff: float | None = None, k: float | None = None) -> LiveView:
+        s = self.settings
+        return self.live.view(self.cutoff if cutoff is None else cutoff,
+                              s.k if k is None else k, override=s.halfwidth_override,
+                              capacity=s.capacity, applications_per_req=s.applications_per_req)
+
+    def composition(self) -> dict[str, int]:
+        vc = self.strata.value_counts()
+        return {"candidates": int(self.draws.K), "evaluations": int(self.draws.N),
+                "band": int(vc.get("band", 0)), "high_anchors": int(vc.get("high", 0)),
+                "low_anchors": int(vc.get("low", 0)), "between": int(vc.get("between", 0)),
+                "runs_min": int(self.draws.counts.min()),
+                "runs_max": int(self.draws.counts.max())}
+
+
+def _strata(draws: Draws, candidates: pd.DataFrame | None, cutoff: float, sigma: float,
+            s: Settings) -> tuple[pd.Series, str]:
+    ids = pd.Index(draws.candidate_ids.astype(str))
+    if candidates is not None and len(candidates):
+        c = candidates.assign(candidate_id=candidates["candidate_id"].astype(str)) \
+            .set_index("candidate_id").reindex(ids)
+        if "stratum" in c and c["stratum"].notna().all():
+            return c["stratum"].astype(str), "the sample file"
+        if "first_pass_score" in c and c["first_pass_score"].notna().all():
+            return (crit_mod.derive_strata(c["first_pass_score"], cutoff, sigma,
+                                           band_sigma=s.band_sigma,
+                                           anchor_sigma=s.anchor_sigma),
+                    "derived from first-pass scores")
+    means = pd.Series(draws.candidate_means(), index=ids)
+    return (crit_mod.derive_strata(means, cutoff, sigma, band_sigma=s.band_sigma,
+                                   anchor_sigma=s.anchor_sigma),
+            "derived from mean totals")
+
+
+def analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None = None,
+                   pool: pd.DataFrame | None = None, candidates: pd.DataFrame | None = None,
+                   settings: Settings | None = None, freeze: dict[str, Any] | None = None,
+                   harness_hash: str = "", audit_id: str = "",
+                   payload_counts: pd.DataFrame | None = None,
+                   drift: dict[str, Any] | None = None) -> AuditResult:
+    """Analyse draws held in frames (see module docstring)."""
+    s = settings or Settings()
+    freeze = freeze or {}
+    draws = Draws.from_long(long, criteria)
+    guards: dict[str, Any] = {"cache": cache_guard(payload_counts)}
+    notes: list[str] = []
+    # population split: draws reporting another model than the frozen one
+    frozen_model = (freeze.get("model") or "").strip()
+    pop = {"frozen_model": frozen_model or None, "models": {}, "excluded_draws": 0,
+           "flagged": False}
+    if draws.models is not None:
+        models = pd.Series(draws.models).fillna("(not reported)")
+        pop["models"] = {str(k): int(v) for k, v in models.value_counts().items()}
+        if frozen_model:
+            other = (models != frozen_model) & (models != "(not reported)")
+            if other.any():
+                pop["flagged"] = True
+                pop["excluded_draws"] = int(other.sum())
+                keep = ~other.to_numpy()
+                if keep.any():
+                    draws = draws.subset(keep)
+                notes.append(f"{int(other.sum())} draw(s) reported a model other than the "
+                             f"frozen '{frozen_model}': a second population, excluded from the "
+                             "statistics")
+    guards["populations"] = pop
+    guards["total_source"] = draws.total_source
+    guards["total_mismatch"] = draws.total_mismatch
+    if draws.total_mismatch:
+        notes.append(f"the screener's total differs from the weighted sum of criteria on "
+                     f"{draws.total_mismatch} draw(s); the screener's total is used")
+    if guards["cache"]["withhold"]:
+        guards["statistics_withheld"] = ("every candidate's payloads are byte-identical across "
+                                         "runs: this run is a cache test, not a variance test")
+    pool_scores = (None if pool is None or len(pool) == 0
+                   else pool["first_pass_score"].to_numpy(dtype="float64"))
+    configured = s.cutoff
+    cutoff = configured
+    if s.top_k:
+        if pool_scores is None:
+            notes.append("top k given but no pool: the effective cutoff needs the pool")
+        else:
+            cutoff = effective_cutoff(pool_scores, s.top_k, s.of_n)
+    if cutoff is None:
+        cutoff = float(np.median(draws.total))
+        notes.append(f"no cutoff given: the median total {cutoff:g} is audited")
+    live = LiveAudit(draws, pool_scores, s.applications_per_req, s.comparison)
+    table = crit_mod.decompose(draws, dead_tol_frac=s.dead_tol_frac) if draws.has_criteria \
+        else None
+    total_within = live.within_sd
+    strata, source = _strata(draws, candidates, float(cutoff), total_within, s)
+    withheld = crit_mod.anchor_gate(strata, s.anchor_min)
+    icc = None if withheld else crit_mod.icc1(draws.cand, draws.total, draws.counts)
+    rem = crit_mod.remediation(table) if table is not None else crit_mod.remediation(
+        pd.DataFrame(columns=crit_mod.CRITERIA_COLUMNS))
+    return AuditResult(
+        audit_id=audit_id, freeze=freeze, harness_hash=harness_hash, settings=s,
+        configured_cutoff=configured, cutoff=float(cutoff), draws=draws, strata=strata,
+        strata_source=source, guards=guards, criteria=table, remediation=rem, icc=icc,
+        reliability_withheld=withheld,
+        within_sd_ci95=crit_mod.sd_interval(total_within, float(np.sum(draws.counts - 1))),
+        sd_intervals=sd_interval_table(draws), live=live,
+        pool_size=0 if pool_scores is None else len(pool_scores), drift=drift, notes=notes)
+
+
+def analyze(store: Store, audit_id: str, **overrides: Any) -> AuditResult:
+    """Analyse a stored audit; ``overrides`` are :class:`Settings` fields (None = stored)."""
+    audit = store.get_audit(audit_id)
+    settings = Settings.merge(audit["settings"], **overrides)
+    drift = None
+    screener = audit["freeze"].get("screener")
+    if screener:
+        drift = store.latest_drift_result(screener)
+    return analyze_frames(
+        store.load_draws(audit_id), criteria=store.get_criteria(audit_id),
+        pool=store.get_pool(audit_id), candidates=store.get_candidates(audit_id),
+        settings=settings, freeze=audit["freeze"], harness_hash=audit["harness_hash"],
+        audit_id=audit_id, payload_counts=store.payload_counts(audit_id), drift=drift)

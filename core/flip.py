@@ -1,0 +1,147 @@
+"""Step 5 — the flip rate at the cutoff, on single draws (never on means).
+
+Production takes one draw and decides, so every number here counts single draws. The standard
+error of the mean of N runs appears nowhere in this product.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+__all__ = [
+    "passes",
+    "flip_rate",
+    "disagreement",
+    "clopper_pearson",
+    "flip_table",
+    "FlipSummary",
+    "summarize",
+    "effective_cutoff",
+    "FLIP_COLUMNS",
+]
+
+FLIP_COLUMNS = ["candidate_id", "passes", "runs", "flip_rate", "disagreement", "mean",
+                "ci_low", "ci_high", "flips"]
+
+
+def passes(total: np.ndarray, cutoff: float, comparison: str = ">=") -> np.ndarray:
+    """Boolean pass per draw: ``T ≥ t`` (default) or ``T > t``."""
+    if comparison == ">=":
+        return total >= cutoff
+    if comparison == ">":
+        return total > cutoff
+    raise ValueError(f"comparison must be '>=' or '>', got {comparison!r}")
+
+
+def flip_rate(k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``min(k, n − k) / n``: the share of runs on the minority side (≤ 0.5)."""
+    k = np.asarray(k, dtype="float64")
+    n = np.asarray(n, dtype="float64")
+    return np.minimum(k, n - k) / n
+
+
+def disagreement(k: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``2k(n − k) / (n(n − 1))``: the probability two different draws land on opposite sides.
+
+    Notes
+    -----
+    Unbiased for ``2p(1 − p)``: of the ``n(n−1)/2`` unordered pairs of runs, ``k(n−k)`` straddle
+    the cutoff.
+    """
+    k = np.asarray(k, dtype="float64")
+    n = np.asarray(n, dtype="float64")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 1, 2 * k * (n - k) / (n * (n - 1)), np.nan)
+
+
+def clopper_pearson(k: np.ndarray, n: np.ndarray, level: float = 0.95
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Exact (Clopper–Pearson) interval on ``k/n``.
+
+    Notes
+    -----
+    Lower ``Beta_{α/2}(k, n−k+1)`` (0 when k = 0), upper ``Beta_{1−α/2}(k+1, n−k)`` (1 when
+    k = n). Equals ``statsmodels.stats.proportion.proportion_confint(method="beta")``. Computed
+    once per distinct ``(k, n)`` pair, so a slider move over thousands of candidates costs a
+    handful of quantile calls.
+    """
+    k = np.asarray(k, dtype="int64")
+    n = np.asarray(n, dtype="int64")
+    a = (1 - level) / 2
+    pairs, inv = np.unique(np.stack([k, n], axis=1), axis=0, return_inverse=True)
+    pk, pn = pairs[:, 0].astype(float), pairs[:, 1].astype(float)
+    with np.errstate(invalid="ignore"):
+        lo = np.where(pk > 0, stats.beta.ppf(a, pk, pn - pk + 1), 0.0)
+        hi = np.where(pk < pn, stats.beta.ppf(1 - a, pk + 1, pn - pk), 1.0)
+    inv = inv.reshape(-1)
+    return lo[inv], hi[inv]
+
+
+def flip_table(candidate_ids: np.ndarray, k: np.ndarray, n: np.ndarray, means: np.ndarray
+               ) -> pd.DataFrame:
+    """Per-candidate flip table (:data:`FLIP_COLUMNS`), in candidate order."""
+    lo, hi = clopper_pearson(k, n)
+    return pd.DataFrame({
+        "candidate_id": candidate_ids, "passes": k.astype("int64"), "runs": n.astype("int64"),
+        "flip_rate": flip_rate(k, n), "disagreement": disagreement(k, n), "mean": means,
+        "ci_low": lo, "ci_high": hi, "flips": (k > 0) & (k < n)}, columns=FLIP_COLUMNS)
+
+
+@dataclass(frozen=True)
+class FlipSummary:
+    """The headline of the flip step at one cutoff."""
+
+    cutoff: float
+    comparison: str
+    candidates: int
+    candidates_with_flip: int
+    worst_candidate: str | None
+    worst_passes: int
+    worst_runs: int
+    worst_flip_rate: float
+    flip_interval: tuple[float, float] | None
+    mean_disagreement: float
+
+
+def summarize(cutoff: float, candidate_ids: np.ndarray, k: np.ndarray, n: np.ndarray,
+              means: np.ndarray, comparison: str = ">=") -> FlipSummary:
+    """Worst candidate, flip count and flip interval.
+
+    Notes
+    -----
+    Worst = largest flip rate; ties broken by ``|k/n − 0.5|`` (closest to a coin first), then by
+    candidate id. Flip interval = [min, max] of the mean total of candidates with
+    ``0 < k < n``; ``None`` when no candidate flips.
+    """
+    fr = flip_rate(k, n)
+    flips = (k > 0) & (k < n)
+    order = np.lexsort((candidate_ids.astype(str), np.abs(k / n - 0.5), -fr))
+    w = int(order[0]) if len(order) else None
+    interval = (float(means[flips].min()), float(means[flips].max())) if flips.any() else None
+    return FlipSummary(
+        cutoff=float(cutoff), comparison=comparison, candidates=int(len(k)),
+        candidates_with_flip=int(flips.sum()),
+        worst_candidate=None if w is None else str(candidate_ids[w]),
+        worst_passes=0 if w is None else int(k[w]), worst_runs=0 if w is None else int(n[w]),
+        worst_flip_rate=float("nan") if w is None else float(fr[w]),
+        flip_interval=interval, mean_disagreement=float(np.nanmean(disagreement(k, n))))
+
+
+def effective_cutoff(pool_scores: np.ndarray, top_k: int, of_n: int | None = None) -> float:
+    """The k-th highest first-pass score of the pool: the cutoff a recruiter working the top k
+    of a ranked list actually applies.
+
+    ``of_n`` is the list length the recruiter quotes; it is only checked against the pool
+    (the pool is what is ranked).
+    """
+    s = np.sort(np.asarray(pool_scores, dtype="float64"))[::-1]
+    if len(s) == 0:
+        raise ValueError("the pool is empty: the effective cutoff needs the pool's first-pass "
+                         "scores")
+    if not 1 <= int(top_k) <= len(s):
+        raise ValueError(f"top k must be between 1 and the pool size {len(s)}; got {top_k}")
+    return float(s[int(top_k) - 1])

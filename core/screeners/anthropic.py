@@ -1,0 +1,125 @@
+"""The ``anthropic`` adapter: the Messages API over plain HTTP (no SDK).
+
+* No ``temperature`` / ``top_p`` / ``top_k`` unless the freeze sheet says sampling is settable
+  for this model and records them (recent Claude models reject them with HTTP 400; such a 400 is
+  a finding, never retried — :func:`core.screeners.base.post_json` classifies it).
+* The rubric prefix (the system prompt) may carry ``cache_control`` (prompt caching): prefix
+  reuse does not remove sampling variance, and cached reads bill at a fraction of the input rate.
+* Records the reported ``model``, the ``request-id`` response header and usage, with
+  ``cache_read_input_tokens`` as cached input. ``input_tokens`` stored = uncached input + cache
+  reads + cache writes, so that it counts every input token as the other adapters do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from core.freeze import Criterion
+from core.screeners.base import (
+    CallFailed,
+    RawResult,
+    Screener,
+    ScreenRequest,
+    post_json,
+    render_template,
+    rubric_text,
+)
+from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
+from core.screeners.parsing import ParseSpec
+
+__all__ = ["ANTHROPIC_VERSION", "AnthropicScreener"]
+
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+class AnthropicScreener(Screener):
+    """POST ``{base_url}/v1/messages``."""
+
+    kind = "anthropic"
+    uses_http = True
+
+    def __init__(self, *, model: str, base_url: str = "https://api.anthropic.com",
+                 criteria: tuple[Criterion, ...] = (), parse: ParseSpec | None = None,
+                 prompt_template: str = DEFAULT_PROMPT,
+                 system_template: str | None = DEFAULT_SYSTEM, api_key: str | None = None,
+                 sampling: Mapping[str, float] | None = None, max_tokens: int = 1024,
+                 prompt_caching: bool = True) -> None:
+        super().__init__(model=model, criteria=criteria, parse=parse)
+        self.base_url = base_url.rstrip("/")
+        self.prompt_template = prompt_template
+        self.system_template = system_template
+        self._api_key = api_key
+        self.sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
+        self.max_tokens = int(max_tokens)
+        self.prompt_caching = prompt_caching
+
+    @property
+    def url(self) -> str:
+        base = self.base_url
+        return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+
+    def _values(self, application: str, candidate_id: str, request_id: str) -> dict[str, str]:
+        return {"application": application, "rubric": rubric_text(self.criteria),
+                "candidate_id": candidate_id, "request_id": request_id}
+
+    def body(self, request: ScreenRequest) -> dict[str, Any]:
+        v = self._values(request.application, request.candidate_id, request.request_id)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": [{"role": "user",
+                          "content": render_template(self.prompt_template, v)}],
+        }
+        if self.system_template:
+            block: dict[str, Any] = {"type": "text",
+                                     "text": render_template(self.system_template, v)}
+            if self.prompt_caching:
+                block["cache_control"] = {"type": "ephemeral"}
+            body["system"] = [block]
+        body.update(self.sampling)
+        return body
+
+    async def call(self, client: httpx.AsyncClient | None, request: ScreenRequest) -> RawResult:
+        if client is None:
+            raise CallFailed("the anthropic screener needs an HTTP client")
+        headers = {"anthropic-version": ANTHROPIC_VERSION, "X-Request-ID": request.request_id}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        resp = await post_json(client, self.url, self.body(request), headers)
+        try:
+            data = resp.json()
+            blocks = data["content"]
+            text = "".join(b.get("text", "") for b in blocks
+                           if isinstance(b, dict) and b.get("type") == "text")
+        except (ValueError, KeyError, TypeError):
+            raise CallFailed("the response is not a Messages API reply (no content blocks)",
+                             status=resp.status_code, payload=resp.text) from None
+        usage = data.get("usage") or {}
+        uncached = usage.get("input_tokens")
+        read = usage.get("cache_read_input_tokens") or 0
+        written = usage.get("cache_creation_input_tokens") or 0
+        return RawResult(
+            payload=text,
+            http_status=resp.status_code,
+            model=data.get("model"),
+            input_tokens=None if uncached is None else int(uncached) + int(read) + int(written),
+            output_tokens=usage.get("output_tokens"),
+            cached_input_tokens=int(read) if usage else None,
+            meta={"provider_request_id": resp.headers.get("request-id"),
+                  "response_id": data.get("id"), "stop_reason": data.get("stop_reason"),
+                  "cache_creation_input_tokens": written},
+        )
+
+    def render_prompt(self, application: str, candidate_id: str = "",
+                      request_id: str = "") -> str:
+        v = self._values(application, candidate_id, request_id)
+        parts = [render_template(self.system_template, v)] if self.system_template else []
+        parts.append(render_template(self.prompt_template, v))
+        return "\n".join(parts)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "base_url": self.base_url, "sampling": self.sampling,
+                "max_tokens": self.max_tokens, "prompt_caching": self.prompt_caching}
