@@ -39,50 +39,44 @@ from core.errors import IdentificationError, InputError
 from core.tables import numeric_column, read_table, require_columns
 
 __all__ = [
-    # data
     "PANEL_COLUMNS",
-    "read_panel",
-    "validate_panel",
-    "parse_dates",
-    "demo_panel",
-    "demo_outcomes",
-    "read_outcome_series",
-    # stage 1
-    "SeverityFit",
-    "check_identification",
-    "default_reference",
-    "fit_severity",
-    "severity_by_category",
-    "Heterogeneity",
-    "cochran_q",
-    "grader_gap_heterogeneity",
-    # stage 2
-    "LocalLevelFit",
-    "segments_from_resets",
-    "kalman_local_level",
-    "restricted_loglik",
-    "smooth_gls",
-    "fit_local_level",
-    "drift_variants",
-    # horizon
-    "Horizon",
-    "predictive_sd",
-    "horizon_weeks",
-    "horizon",
-    # trend, contrasts, outcomes, cost
-    "TrendFit",
-    "webb_weights",
-    "monthly_trend",
-    "category_trends",
-    "deployment_contrasts",
-    "OutcomeTrend",
-    "outcome_trend",
-    "break_even_share",
-    # all together
     "DriftAnalysis",
+    "Heterogeneity",
+    "Horizon",
+    "LocalLevelFit",
+    "OutcomeTrend",
+    "SeverityFit",
+    "TrendFit",
     "analyse_drift",
+    "break_even_share",
+    "category_trends",
+    "check_identification",
+    "cochran_q",
+    "default_reference",
+    "demo_outcomes",
+    "demo_panel",
+    "deployment_contrasts",
     "drift_result_json",
+    "drift_variants",
+    "fit_local_level",
+    "fit_severity",
     "format_drift_text",
+    "grader_gap_heterogeneity",
+    "horizon",
+    "horizon_weeks",
+    "kalman_local_level",
+    "monthly_trend",
+    "outcome_trend",
+    "parse_dates",
+    "predictive_sd",
+    "read_outcome_series",
+    "read_panel",
+    "restricted_loglik",
+    "segments_from_resets",
+    "severity_by_category",
+    "smooth_gls",
+    "validate_panel",
+    "webb_weights",
 ]
 
 PANEL_COLUMNS = ("batch", "rater", "score", "item", "category")
@@ -605,7 +599,6 @@ def _weeks(batch_dates: Sequence[Any]) -> np.ndarray:
 
 def _rw_matrix(weeks: np.ndarray, seg: np.ndarray) -> np.ndarray:
     """Cov of a unit-variance-per-week random walk started at 0 at each segment's first batch."""
-    T = len(weeks)
     start = np.array([weeks[np.flatnonzero(seg == s)[0]] for s in seg])
     el = weeks - start
     W = np.minimum.outer(el, el)
@@ -886,8 +879,8 @@ def drift_variants(sev: SeverityFit, deployments: Iterable[Any] = (),
     Returns ``variant, q, q_low, q_high, innovation_sd, sd_low, sd_high, lr, lr_pvalue,
     segments``.
     """
-    deps = parse_dates(list(deployments))
-    extra = parse_dates(list(extra_steps), what="extra step dates")
+    deps = parse_dates(deployments)
+    extra = parse_dates(extra_steps, what="extra step dates")
     specs = [("all intervals", [])]
     if deps:
         specs.append(("deployments free", deps))
@@ -1130,7 +1123,7 @@ def deployment_contrasts(sev: SeverityFit, deployments: Iterable[Any],
     b = sev.batches
     dates = b["batch"].to_numpy()
     rows = []
-    for d in parse_dates(list(deployments)):
+    for d in parse_dates(deployments):
         dd = np.datetime64(d)
         before = np.flatnonzero(dates < dd)[-width:]
         after = np.flatnonzero(dates >= dd)[:width]
@@ -1206,7 +1199,7 @@ def outcome_trend(daily: pd.DataFrame, numerator: str, denominator: str, *, lags
     res = sm.OLS(ly, X).fit(cov_type="HAC", cov_kwds={"maxlags": lags})
     slope, se = float(res.params[1]), float(res.bse[1])
     rows = []
-    for s in parse_dates(list(splits), what="split dates"):
+    for s in parse_dates(splits, what="split dates"):
         post = (d["date"] >= s).to_numpy(float)
         if post.sum() < 2 or (1 - post).sum() < 2:
             rows.append({"split": s, "diff": np.nan, "se": np.nan, "t": np.nan, "pct": np.nan,
@@ -1301,8 +1294,8 @@ def analyse_drift(panel: pd.DataFrame, *, deployments: Iterable[Any] = (),
     overall, note = _item_level(panel)
     if note:
         notes.append(note)
-    deps = parse_dates(list(deployments))
-    extra = parse_dates(list(free_steps), what="free step dates")
+    deps = parse_dates(deployments)
+    extra = parse_dates(free_steps, what="free step dates")
     sev = fit_severity(overall, reference)
     if sev.raters.empty:
         notes.append("one rater only: no severity table; batch effects are that rater's means")
@@ -1430,23 +1423,23 @@ def format_drift_text(result: dict[str, Any]) -> str:
                      f"{_f(b['adjusted']):>7} ± {_f(b['se'])} | {_f(b['smoothed']):>7} ± "
                      f"{_f(b['smoothed_se'])}")
     q = r["q_ci95"]
-    lines += ["", f"DRIFT  q = {_f(r['q'], 5)} per week  95% [{_f(q[0], 5)}, "
+    lines += ["", (f"DRIFT  q = {_f(r['q'], 5)} per week  95% [{_f(q[0], 5)}, "
                   f"{_f(q[1], 5) if q[1] is not None else 'inf'}]  innovation SD "
-                  f"{_f(r['innovation_sd'])}/week",
-              f"  LR test of q = 0: LR = {_f(r['lr'], 2)}, p = {_f(r['lr_pvalue'], 3)} "
-              "(boundary: ½·P(χ²₁ > LR))"]
+                  f"{_f(r['innovation_sd'])}/week"),
+              (f"  LR test of q = 0: LR = {_f(r['lr'], 2)}, p = {_f(r['lr_pvalue'], 3)} "
+              "(boundary: ½·P(χ²₁ > LR))")]
     h = r["horizon"]
     sd = h["sd_at_weeks"]
     wk = h["weeks_ci95"]
-    lines += [f"HORIZON  D = {_f(h['D'])}: predictive SD {_f(sd['4'])} / {_f(sd['8'])} / "
-              f"{_f(sd['12'])} at 4 / 8 / 12 weeks",
-              f"  weeks to D: {_f(h['weeks'], 1) if h['weeks'] is not None else 'never (q = 0)'}"
-              f"  95% [{_f(wk[0], 1)}, {_f(wk[1], 1) if wk[1] is not None else 'inf'}]",
+    lines += [(f"HORIZON  D = {_f(h['D'])}: predictive SD {_f(sd['4'])} / {_f(sd['8'])} / "
+              f"{_f(sd['12'])} at 4 / 8 / 12 weeks"),
+              (f"  weeks to D: {_f(h['weeks'], 1) if h['weeks'] is not None else 'never (q = 0)'}"
+              f"  95% [{_f(wk[0], 1)}, {_f(wk[1], 1) if wk[1] is not None else 'inf'}]"),
               f"  re-audit by {h['date'] or 'n/a (no drift detected)'}"]
     t = r["trend"]
-    lines += ["", f"TREND  {_f(t['slope'])} per month with rater FE (se {_f(t['se'])}, "
+    lines += ["", (f"TREND  {_f(t['slope'])} per month with rater FE (se {_f(t['se'])}, "
                   f"wild-cluster p {_f(t['p_wild'])}, {t['n_clusters']} batches); raw "
-                  f"{_f(t['raw_slope'])}"]
+                  f"{_f(t['raw_slope'])}")]
     if r["contrasts"]:
         lines.append("DEPLOYMENT CONTRASTS (two after − two before; read by magnitude)")
         for c in r["contrasts"]:
