@@ -68,7 +68,7 @@ class CommandScreener(Screener):
                                  finding=True) from None
             try:
                 out, err = await asyncio.wait_for(proc.communicate(stdin_data), self.timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
                 raise CallFailed(f"timeout: the program ran over {self.timeout_s:g} s",

@@ -69,7 +69,7 @@ class PythonScreener(Screener):
                 out = await asyncio.to_thread(self.fn, request.application, **kwargs)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # the user's function: any failure is that call's error
+        except Exception as exc:  # noqa: BLE001 - the user function: any failure is that call's error
             raise CallFailed(f"{self.function_name} raised {type(exc).__name__}: {exc}") \
                 from None
         payload = out if isinstance(out, str) else json.dumps(out, default=str)

@@ -62,11 +62,11 @@ class CriterionModel:
 
 #: The demo rubric: a working checklist criterion, a dead one, a noisy one, a second working one.
 DEMO_CRITERIA: tuple[CriterionModel, ...] = (
-    CriterionModel("technical_skills", 30, "working", base=18.0, slope=5.0, person_sd=1.2,
+    CriterionModel("technical_skills", 35, "working", base=18.0, slope=6.0, person_sd=1.2,
                    noise_sd=0.45),
-    CriterionModel("experience", 25, "dead", base=25.0),
+    CriterionModel("experience", 20, "dead", base=20.0, dead_low=19.0),
     CriterionModel("projects", 25, "noisy", base=11.5, slope=1.4, person_sd=0.8, noise_sd=3.8),
-    CriterionModel("communication", 20, "working", base=8.0, slope=2.6, person_sd=0.9,
+    CriterionModel("communication", 20, "working", base=8.0, slope=3.5, person_sd=0.9,
                    noise_sd=1.1),
 )
 
