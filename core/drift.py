@@ -278,7 +278,7 @@ def demo_outcomes(seed: int = 20260505) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     days = pd.date_range("2026-05-05", "2026-09-17", freq="D")
     months = (days - days[0]).days / _DAYS_PER_MONTH
-    dow = np.array([1.0, 1.1, 1.05, 1.0, 0.95, 0.6, 0.55])[days.dayofweek]
+    dow = np.array([1.0, 1.1, 1.05, 1.0, 0.95, 0.6, 0.55])[days.day_of_week]
     interview = rng.poisson(46.0 * dow * np.exp(-0.10 * months))
     technical = rng.poisson(312.0 * dow)
     return pd.DataFrame({"date": days.strftime("%Y-%m-%d"), "interview": interview,
@@ -407,8 +407,8 @@ def fit_severity(panel: pd.DataFrame, reference: str | None = None, *,
     -----
     Model ``y_i = β_{b(i)} + γ_{r(i)} + e_i`` with ``γ_ref = 0`` (one dummy per batch, no
     intercept). ``β̂ = (X'X)⁻¹X'y``; HC1 covariance
-    ``n/(n−k) · (X'X)⁻¹ X' diag(ê²) X (X'X)⁻¹``; intervals ``β̂ ± t_{df}·se`` with
-    ``df = n − k``. Residuals sum to zero within each batch, so the raw batch mean equals
+    ``n/(n−k) · (X'X)⁻¹ X' diag(ê²) X (X'X)⁻¹``; intervals ``β̂ ± z·se`` (normal quantile,
+    as statsmodels uses with a robust covariance). Residuals sum to zero within each batch, so the raw batch mean equals
     ``β̂_b + Σ_r share_rb γ̂_r`` and the composition term is exactly ``raw − adjusted``.
     For stage 2 each diagonal element of the batch covariance is bounded below by a quarter
     of its classical OLS variance ``σ̂²[(X'X)⁻¹]_bb`` (a batch whose scores are all equal still
@@ -453,7 +453,7 @@ def fit_severity(panel: pd.DataFrame, reference: str | None = None, *,
     cov = n / (n - k) * XtX_inv @ meat @ XtX_inv
     cov = (cov + cov.T) / 2
     se = np.sqrt(np.clip(np.diag(cov), 0, None))
-    tq = float(stats.t.ppf(0.5 + level / 2, n - k))
+    tq = float(stats.norm.ppf(0.5 + level / 2))
     sigma2 = float(resid @ resid) / (n - k)
 
     counts = np.bincount(bi, minlength=T)
@@ -1193,7 +1193,7 @@ def outcome_trend(daily: pd.DataFrame, numerator: str, denominator: str, *, lags
                          "the trend needs at least 14")
     ly = np.log(d[numerator].to_numpy(float) / d[denominator].to_numpy(float))
     months = (d["date"] - d["date"].iloc[0]).dt.days.to_numpy(float) / _DAYS_PER_MONTH
-    dow = pd.get_dummies(d["date"].dt.dayofweek, prefix="dow", drop_first=True,
+    dow = pd.get_dummies(d["date"].dt.day_of_week, prefix="dow", drop_first=True,
                          dtype=float).to_numpy()
     X = np.column_stack([np.ones(len(d)), months, dow])
     res = sm.OLS(ly, X).fit(cov_type="HAC", cov_kwds={"maxlags": lags})

@@ -1,0 +1,285 @@
+"""Command line: the same core, headless.
+
+``python -m core import | report | sample | demo | audits | run | drift`` — ``--help`` on each.
+Exit 0 on success; exit 2 on bad input with one line on stderr naming file, row and column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from core.errors import AuditError
+
+__all__ = ["main", "build_parser", "DEFAULT_DB"]
+
+DEFAULT_DB = "data/audits.duckdb"
+
+
+def _float_or_none(x: str | None) -> float | None:
+    return None if x is None else float(x)
+
+
+def _positive_int(text: str) -> int:
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError("must be a positive whole number")
+    return v
+
+
+def _add_analysis_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cutoff", type=float, help="the cutoff that gates the stage today")
+    p.add_argument("--comparison", choices=[">=", ">"], help="pass means total >= cutoff "
+                   "(default) or > cutoff")
+    p.add_argument("--pool", help="pool file (candidate_id, first_pass_score): needed for the "
+                   "effective cutoff and the throughput cost")
+    p.add_argument("--criteria", help="criteria max points and weights: "
+                   "'technical_skills:10,experience:25:2,…' or a CSV with criterion,max,weight")
+    p.add_argument("--clip", action="store_true", help="clip scores outside 0..max (counted "
+                   "and reported) instead of rejecting the file")
+    p.add_argument("--applications-per-req", type=float, dest="applications_per_req",
+                   help="applications per req (default: the pool size)")
+    p.add_argument("--k", type=float, help="band width in within-SDs (default 2)")
+    p.add_argument("--top", type=_positive_int, dest="top_k", help="the recruiter works the top "
+                   "K of a ranked list: the effective cutoff is the K-th highest pool score")
+    p.add_argument("--of", type=_positive_int, dest="of_n", help="…of a list of N")
+    p.add_argument("--capacity", type=float, help="reviewer capacity in manual reviews per req")
+    p.add_argument("--format", choices=["text", "md", "json", "html"], default="text")
+    p.add_argument("--out", help="write the report to this file instead of stdout")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m core",
+        description="Screening score variance audit: how much of an AI screener's score is the "
+                    "candidate and how much is the draw.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("import", help="import exported draws (and a pool) into the database",
+                       description="Validate a draws file (CSV, Parquet or JSON Lines; long or "
+                                   "wide) and store it. A rejected file writes nothing; the same "
+                                   "file twice is a no-op.")
+    p.add_argument("file", help="draws file")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB file (default {DEFAULT_DB})")
+    p.add_argument("--audit", required=True, help="audit id to import into (created if new)")
+    p.add_argument("--pool", help="pool file (candidate_id, first_pass_score)")
+    p.add_argument("--criteria", help="'name:max[:weight],…' or a criteria CSV")
+    p.add_argument("--clip", action="store_true", help="clip out-of-range scores instead of "
+                   "rejecting")
+    p.add_argument("--cutoff", type=float, help="store the audit's cutoff")
+    p.add_argument("--applications-per-req", type=float, dest="applications_per_req")
+
+    p = sub.add_parser("report", help="print the audit report",
+                       description="Report from a draws FILE, or from a stored audit with --db "
+                                   "and --audit.")
+    p.add_argument("file", nargs="?", help="draws file (or use --db and --audit)")
+    p.add_argument("--db", help="DuckDB file with the audit")
+    p.add_argument("--audit", help="audit id in --db")
+    _add_analysis_options(p)
+
+    p = sub.add_parser("sample", help="draw a stratified sample from a pool",
+                       description="Band candidates within cutoff ± 1.5·spread and anchors at "
+                                   "least 3·spread away on each side, seeded.")
+    p.add_argument("pool", help="pool file (candidate_id, first_pass_score)")
+    p.add_argument("--cutoff", type=float, help="cutoff (or use --top/--of)")
+    p.add_argument("--top", type=_positive_int, dest="top_k", help="effective cutoff = K-th "
+                   "highest pool score")
+    p.add_argument("--spread", type=float, required=True,
+                   help="expected within-candidate SD in points (estimate, or a pilot's)")
+    p.add_argument("--band", type=int, default=None, help="band candidates (default 24)")
+    p.add_argument("--high", type=int, default=None, help="high anchors (default 8)")
+    p.add_argument("--low", type=int, default=None, help="low anchors (default 8)")
+    p.add_argument("--runs", type=int, default=None, help="runs per candidate (default 15)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--reduced", action="store_true",
+                   help="reduced preset: 24 band, 6 anchors a side, 6 runs = 216 calls")
+    p.add_argument("--out", required=True, help="sample CSV to write")
+
+    p = sub.add_parser("demo", help="create the demo audit (offline, seeded)")
+    p.add_argument("--db", default=DEFAULT_DB)
+    p.add_argument("--rebuild", action="store_true", help="recreate it even if present")
+
+    p = sub.add_parser("audits", help="list the audits in a database")
+    p.add_argument("--db", default=DEFAULT_DB)
+
+    for mod, adder in (("core.run_cli", "add_run_parser"), ("core.drift_cli",
+                                                             "add_drift_parser")):
+        try:
+            module = __import__(mod, fromlist=[adder])
+            getattr(module, adder)(sub)
+        except ImportError:
+            pass
+    return parser
+
+
+def _write(text: str, out: str | None) -> None:
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text, encoding="utf-8")
+        print(f"wrote {out}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
+def _cmd_import(a: argparse.Namespace) -> int:
+    from core.ingest import commit_draws, commit_pool, validate_draws, validate_pool
+    from core.store import Store
+
+    draws = validate_draws(a.file, criteria=a.criteria, clip=a.clip)
+    pool = validate_pool(a.pool) if a.pool else None
+    store = Store(a.db)
+    res = commit_draws(store, a.audit, draws)
+    msg = (f"{res['status']}: {res['evaluations']} evaluations of {res['candidates']} "
+           f"candidates ({res['runs_min']}-{res['runs_max']} runs), criteria "
+           f"{', '.join(res['criteria']) or '(total only)'} into audit '{a.audit}' in {a.db}")
+    print(msg)
+    for w in res["warnings"]:
+        print(f"warning: {w}")
+    if pool is not None:
+        pres = commit_pool(store, a.audit, pool)
+        print(f"pool: {pres['applicants']} applicants")
+    settings = {k: v for k, v in (("cutoff", a.cutoff),
+                                  ("applications_per_req", a.applications_per_req))
+                if v is not None}
+    if settings:
+        store.update_settings(a.audit, settings)
+    return 0
+
+
+def _settings_args(a: argparse.Namespace) -> dict[str, Any]:
+    return {"cutoff": a.cutoff, "comparison": a.comparison, "k": a.k, "top_k": a.top_k,
+            "of_n": a.of_n, "applications_per_req": a.applications_per_req,
+            "capacity": a.capacity}
+
+
+def _cmd_report(a: argparse.Namespace) -> int:
+    from core.audit import Settings, analyze, analyze_frames
+    from core.ingest import criteria_frame, validate_draws, validate_pool
+    from core.report import render
+    from core.store import Store
+
+    if a.file and (a.db or a.audit):
+        raise AuditError("give either a draws FILE or --db with --audit, not both")
+    if a.file:
+        imp = validate_draws(a.file, criteria=a.criteria, clip=a.clip)
+        pool = validate_pool(a.pool).pool if a.pool else None
+        stored: dict[str, Any] = {}
+        result = analyze_frames(
+            imp.draws, criteria=criteria_frame(imp.criteria), pool=pool,
+            candidates=imp.candidates, settings=Settings.merge(stored, **_settings_args(a)),
+            freeze={"req_id": Path(a.file).stem, "screener": "imported draws",
+                    "model": (imp.calls["model"].dropna().iloc[0]
+                              if imp.calls["model"].notna().any() else "")},
+            audit_id=Path(a.file).stem,
+            payload_counts=_payload_counts(imp.calls))
+    else:
+        if not (a.db and a.audit):
+            raise AuditError("give a draws FILE, or --db and --audit for a stored audit")
+        if not Path(a.db).exists():
+            raise AuditError(f"the database file {a.db} does not exist; create it with "
+                             "'python -m core import' or 'python -m core demo'")
+        store = Store(a.db)
+        if a.pool:
+            from core.ingest import commit_pool
+            commit_pool(store, a.audit, validate_pool(a.pool))
+        result = analyze(store, a.audit, **_settings_args(a))
+    _write(render(result, a.format), a.out)
+    return 0
+
+
+def _payload_counts(calls: pd.DataFrame) -> pd.DataFrame | None:
+    c = calls[calls["payload_sha256"].notna()]
+    if len(c) == 0:
+        return None
+    return (c.groupby("candidate_id").agg(calls_with_payload=("payload_sha256", "size"),
+                                          distinct_payloads=("payload_sha256", "nunique"))
+            .reset_index())
+
+
+def _cmd_sample(a: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from core.flip import effective_cutoff
+    from core.ingest import validate_pool
+    from core.sample import DEFAULT_DESIGN, REDUCED_DESIGN, estimate_run, stratified_sample
+
+    pool = validate_pool(a.pool).pool
+    if a.cutoff is None and a.top_k is None:
+        raise AuditError("give --cutoff, or --top K for the effective cutoff of a top-K list")
+    cutoff = a.cutoff if a.top_k is None else effective_cutoff(
+        pool["first_pass_score"].to_numpy(), a.top_k)
+    design = REDUCED_DESIGN if a.reduced else DEFAULT_DESIGN
+    changes = {k: getattr(a, k) for k in ("band", "high", "low", "runs")
+               if getattr(a, k) is not None}
+    design = replace(design, **changes)
+    frame = stratified_sample(pool, cutoff, a.spread, design, seed=a.seed)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    frame.sample.to_csv(a.out, index=False)
+    c = frame.counts
+    lo, hi = design.sd_interval_factors()
+    print(f"sample: {sum(c.values())} candidates ({c['band']} band, {c['high']} high, "
+          f"{c['low']} low) around cutoff {cutoff:g} -> {a.out}")
+    print(f"design '{design.name}': {design.runs} runs each; one candidate's SD is known to "
+          f"{lo:.2f}x - {hi:.2f}x (95%)")
+    print(f"estimate: {estimate_run(sum(c.values()), design.runs).describe()}")
+    for s in frame.shortfalls:
+        print(f"shortfall: {s}")
+    return 0
+
+
+def _cmd_demo(a: argparse.Namespace) -> int:
+    from core.demo import ensure_demo
+    from core.store import Store
+
+    audit = ensure_demo(Store(a.db), rebuild=a.rebuild)
+    print(f"demo audit '{audit}' ready in {a.db}; report: python -m core report --db {a.db} "
+          f"--audit {audit}")
+    return 0
+
+
+def _cmd_audits(a: argparse.Namespace) -> int:
+    from core.store import Store
+
+    if not Path(a.db).exists():
+        raise AuditError(f"the database file {a.db} does not exist")
+    df = Store(a.db, read_only=True).list_audits()
+    if len(df) == 0:
+        print("no audits")
+    for r in df.itertuples():
+        print(f"{r.audit_id}\t{r.evaluations} evaluations\tharness {str(r.harness_hash)[:12]}")
+    return 0
+
+
+_COMMANDS = {"import": _cmd_import, "report": _cmd_report, "sample": _cmd_sample,
+             "demo": _cmd_demo, "audits": _cmd_audits}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command in _COMMANDS:
+            return _COMMANDS[args.command](args)
+        handler = getattr(args, "handler", None)
+        if handler is None:
+            for mod, fn in (("core.run_cli", "run_run"), ("core.drift_cli", "run_drift")):
+                module = __import__(mod, fromlist=[fn])
+                if (args.command == "run" and fn == "run_run") or (
+                        args.command == "drift" and fn == "run_drift"):
+                    return int(getattr(module, fn)(args))
+            parser.error(f"unknown command {args.command}")
+        return int(handler(args))
+    except AuditError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
