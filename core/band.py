@@ -145,7 +145,7 @@ def reverse_probability(pool: np.ndarray, within_sd: float, cutoff: float,
     mu, v = float(np.mean(s)), float(np.var(s, ddof=1)) if len(s) > 1 else 0.0
     rho = max(0.0, v - within_sd ** 2) / v if v > 0 else 0.0
     m = mu + rho * (s - mu)
-    sd = np.sqrt((1 + rho)) * within_sd
+    sd = np.sqrt(1 + rho) * within_sd
     if sd <= 0:
         return np.zeros_like(s), rho
     p_below = stats.norm.cdf((cutoff - m) / sd)

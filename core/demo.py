@@ -22,8 +22,7 @@ from core.flip import effective_cutoff
 from core.freeze import Criterion, FreezeSheet
 from core.ingest import criteria_frame
 from core.sample import DEFAULT_DESIGN, stratified_sample
-from core.screeners.simulated import (DEMO_CRITERIA, render_payload, simulate_scores,
-                                      true_means_for)
+from core.screeners.simulated import DEMO_CRITERIA, render_payload, simulate_scores, true_means_for
 from core.store import Store
 
 __all__ = ["DEMO_AUDIT_ID", "DEMO_SEED", "demo_freeze_sheet", "build_demo", "ensure_demo"]

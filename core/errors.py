@@ -42,7 +42,7 @@ class InputError(AuditError):
             where.append(f"row {row}")
         if column:
             where.append(f"column '{column}'")
-        super().__init__((": ".join([", ".join(where), message]) if where else message))
+        super().__init__(": ".join([", ".join(where), message]) if where else message)
 
 
 class StoreError(AuditError):

@@ -233,8 +233,9 @@ def validate_draws(source: Source, *, name: str | None = None,
             if not clip:
                 r = long[out].sort_values("_row").iloc[0]
                 col = "score" if layout == "long" else cname
-                raise InputError(f"score {r['score']:g} for '{cname}' is outside 0..{c.max_points:g}"
-                                 " (the rubric's max); fix the export or import with clipping",
+                raise InputError(f"score {r['score']:g} for '{cname}' is outside "
+                                 f"0..{c.max_points:g} (the rubric's max); fix the export or "
+                                 "import with clipping",
                                  file=display, row=int(r["_row"]), column=col)
             clipped += int(out.sum())
             long.loc[out, "score"] = long.loc[out, "score"].clip(0, c.max_points)
