@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -131,13 +131,18 @@ def profile_from_application(application: str | None, candidate_id: str,
 def criterion_models_for(criteria: tuple[Criterion, ...]) -> tuple[CriterionModel, ...]:
     """Simulation models for a rubric: the demo's where names match, else a working one.
 
-    A criterion the demo does not know gets ``working`` behaviour scaled to its max points.
+    A demo criterion with other max points keeps its behaviour, scaled to them; a criterion
+    the demo does not know gets ``working`` behaviour scaled to its max points.
     """
     demo = {c.name: c for c in DEMO_CRITERIA}
     out = []
     for c in criteria:
-        if c.name in demo and (c.max_points is None or c.max_points == demo[c.name].max_points):
-            out.append(demo[c.name])
+        if c.name in demo:
+            d = demo[c.name]
+            f = 1.0 if c.max_points is None else float(c.max_points) / float(d.max_points)
+            out.append(d if f == 1.0 else replace(
+                d, max_points=float(c.max_points), base=d.base * f, slope=d.slope * f,
+                person_sd=d.person_sd * f, noise_sd=d.noise_sd * f, dead_low=d.dead_low * f))
             continue
         mx = float(c.max_points if c.max_points is not None else 10.0)
         out.append(CriterionModel(c.name, mx, "working", base=0.6 * mx, slope=0.12 * mx,

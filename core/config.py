@@ -1,0 +1,319 @@
+"""The TOML audit config (``audit.toml``) → a validated :class:`AuditConfig`.
+
+Sections (see ``examples/audit.toml`` for a complete, commented example)::
+
+    [audit]      id, req_id, req_title, gates, cutoff, applications_per_req
+    [harness]    screener, screener_version, model, prompt_version, rubric_version,
+                 parser_version, sampling ("settable" | "not-exposed" | "cannot-be-set"),
+                 temperature, top_p, top_k, endpoint, side_effect_free, result_cache_off,
+                 prefix_caching
+    [[criteria]] name, max, weight
+    [screener]   kind, model, api_key_env, parse, out_of_range, payload_path, [screener.paths],
+                 and the kind's own fields (base_url, prompt_template, command, function, …)
+    [run]        runs, concurrency, sample, seed, timeout_s, connect_timeout_s, max_retries,
+                 rpm, preflight, max_calls_per_pair
+    [prices."<model id>"]  input, output, cached_input ($ per million tokens)
+
+Relative paths (sample, prompt templates, application files) are relative to the config file.
+A key, token or password written in the config is refused: name its environment variable in
+``api_key_env`` instead.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from core.errors import InputError
+from core.freeze import Criterion, FreezeSheet
+from core.runner import PriceTable, RunOptions
+from core.screeners.base import Screener
+from core.screeners.registry import KINDS, build_screener, parse_spec_from
+
+__all__ = ["SAMPLE_COLUMNS", "AuditConfig", "load_config", "load_sample", "parse_config",
+           "save_audit"]
+
+SAMPLE_COLUMNS = ["candidate_id", "stratum", "first_pass_score", "application"]
+_SECTIONS = {"audit", "harness", "criteria", "screener", "run", "prices"}
+_AUDIT_KEYS = {"id", "req_id", "req_title", "gates", "cutoff", "applications_per_req"}
+_HARNESS_KEYS = {"screener", "screener_version", "model", "prompt_version", "rubric_version",
+                 "parser_version", "sampling", "temperature", "top_p", "top_k", "endpoint",
+                 "side_effect_free", "result_cache_off", "prefix_caching",
+                 "distinct_request_ids"}
+_RUN_KEYS = {"runs", "concurrency", "sample", "seed", "timeout_s", "connect_timeout_s",
+             "max_retries", "backoff_base_s", "backoff_cap_s", "retry_after_cap_s", "rpm",
+             "preflight", "max_calls_per_pair", "stop_on_finding"}
+_SECRET_KEY = re.compile(r"(^|_)(api_?key|key|token|secret|password|bearer)$", re.IGNORECASE)
+
+
+def _unknown(section: str, data: Mapping[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(data) - allowed)
+    if extra:
+        raise InputError(f"unknown field(s) in [{section}]: {', '.join(extra)}; allowed: "
+                         f"{', '.join(sorted(allowed))}")
+
+
+def _refuse_secrets(data: Any, where: str) -> None:
+    if isinstance(data, Mapping):
+        for k, v in data.items():
+            if isinstance(k, str) and _SECRET_KEY.search(k) and k not in (
+                    "api_key_env", "api_key_header") and v not in (None, ""):
+                raise InputError(f"[{where}] has '{k}': never write a key in the config; put it "
+                                 "in an environment variable and name that variable in "
+                                 "api_key_env")
+            _refuse_secrets(v, f"{where}.{k}")
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """A validated audit config.
+
+    ``sheet`` is the freeze sheet (hash = harness version); ``screener_kind`` /
+    ``screener_options`` build the adapter with :meth:`build_screener` (the API key is read
+    then, from the environment or the secrets passed in, never stored here).
+    """
+
+    audit_id: str
+    sheet: FreezeSheet
+    criteria: tuple[Criterion, ...]
+    screener_kind: str
+    screener_options: Mapping[str, Any]
+    options: RunOptions
+    sample_path: Path | None
+    prices: PriceTable
+    cutoff: float | None = None
+    applications_per_req: int | None = None
+    base_dir: Path = field(default_factory=Path.cwd)
+    source: str | None = None
+
+    def build_screener(self, secrets: Mapping[str, Any] | None = None) -> Screener:
+        """The screener adapter (reads the API key named by ``api_key_env``)."""
+        return build_screener(self.screener_kind, self.screener_options, criteria=self.criteria,
+                              sheet=self.sheet, seed=self.options.seed, secrets=secrets,
+                              base_dir=self.base_dir)
+
+    def settings(self) -> dict[str, Any]:
+        """Audit settings to store (no secrets: the key's variable *name* at most)."""
+        screener = {k: v for k, v in self.screener_options.items()
+                    if k not in ("prompt", "system")}
+        screener["kind"] = self.screener_kind
+        return {
+            "cutoff": self.cutoff,
+            "applications_per_req": self.applications_per_req,
+            "runs": self.options.runs,
+            "seed": self.options.seed,
+            "concurrency": self.options.concurrency,
+            "screener": screener,
+            "prices": self.prices.to_dict(),
+            "config_file": self.source,
+        }
+
+    def load_sample(self) -> pd.DataFrame:
+        if self.sample_path is None:
+            raise InputError("no sample given: set sample = \"sample.csv\" in [run]")
+        return load_sample(self.sample_path)
+
+
+def load_config(path: str | Path) -> AuditConfig:
+    """Read and validate ``audit.toml``."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read the config: {exc.strerror}", file=str(p)) from None
+    return parse_config(text, base_dir=p.resolve().parent, source=str(p))
+
+
+def parse_config(text: str, *, base_dir: str | Path = ".", source: str | None = None
+                 ) -> AuditConfig:
+    """Validate a TOML config given as text (relative paths resolve against ``base_dir``)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"not valid TOML: {exc}", file=source) from None
+    _unknown("top level", data, _SECTIONS)
+    _refuse_secrets(data, "config")
+    base = Path(base_dir)
+    audit = dict(data.get("audit") or {})
+    harness = dict(data.get("harness") or {})
+    screener = dict(data.get("screener") or {})
+    run = dict(data.get("run") or {})
+    _unknown("audit", audit, _AUDIT_KEYS)
+    _unknown("harness", harness, _HARNESS_KEYS)
+    _unknown("run", run, _RUN_KEYS)
+    audit_id = str(audit.get("id") or "").strip()
+    if not audit_id:
+        raise InputError("[audit] needs an id (field 'id'), e.g. id = \"eng-2291-r7\"")
+
+    criteria = []
+    for i, c in enumerate(data.get("criteria") or []):
+        if not isinstance(c, Mapping) or not c.get("name"):
+            raise InputError(f"[[criteria]] item {i + 1} needs a name")
+        _unknown(f"criteria {c.get('name')}", c, {"name", "max", "weight"})
+        try:
+            mx = None if c.get("max") is None else float(c["max"])
+            w = float(c.get("weight", 1.0))
+        except (TypeError, ValueError):
+            raise InputError(f"[[criteria]] '{c['name']}': max and weight must be "
+                             "numbers") from None
+        if mx is not None and not (math.isfinite(mx) and mx > 0):
+            raise InputError(f"[[criteria]] '{c['name']}': max must be positive")
+        criteria.append(Criterion(str(c["name"]), mx, w))
+    if any(c.name == "total" for c in criteria):
+        raise InputError("[[criteria]]: 'total' is reserved for the screener's total")
+
+    kind = str(screener.pop("kind", "simulated"))
+    if kind not in KINDS:
+        raise InputError(f"[screener] kind must be one of {', '.join(KINDS)}; got '{kind}'")
+    model = str(harness.get("model") or "")
+    if screener.get("model") and model and str(screener["model"]) != model:
+        raise InputError(f"[screener] model '{screener['model']}' differs from the frozen "
+                         f"[harness] model '{model}': the run must call the frozen model")
+    if not model:
+        model = str(screener.get("model") or ("sim-screener-1" if kind == "simulated" else ""))
+    if not model:
+        raise InputError("[harness] needs the exact model id (field 'model')")
+    screener.setdefault("model", model)
+    parse_spec_from(screener)  # validates the parse preset early
+
+    endpoint = harness.get("endpoint") or screener.get("base_url") or screener.get("url") or (
+        f"command: {screener.get('command')}" if kind == "command" else
+        f"python: {screener.get('function')}" if kind == "python" else kind)
+    sheet_fields = {
+        "req_id": str(audit.get("req_id") or ""),
+        "req_title": str(audit.get("req_title") or ""),
+        "gates": str(audit.get("gates", "sorted-list")),
+        "screener": str(harness.get("screener") or kind),
+        "screener_version": str(harness.get("screener_version") or ""),
+        "model": model,
+        "prompt_version": str(harness.get("prompt_version") or ""),
+        "rubric_version": str(harness.get("rubric_version") or ""),
+        "parser_version": str(harness.get("parser_version") or
+                              f"{screener.get('parse', 'flat')}"),
+        "sampling": str(harness.get("sampling", "not-exposed")),
+        "temperature": harness.get("temperature"),
+        "top_p": harness.get("top_p"),
+        "top_k": harness.get("top_k"),
+        "endpoint": str(endpoint),
+        "side_effect_free": bool(harness.get("side_effect_free", False)),
+        "result_cache_off": bool(harness.get("result_cache_off", False)),
+        "distinct_request_ids": bool(harness.get("distinct_request_ids", True)),
+        "prefix_caching": bool(harness.get("prefix_caching", False)),
+        "criteria": tuple(criteria),
+    }
+    try:
+        sheet = FreezeSheet.from_dict(sheet_fields)
+    except TypeError as exc:
+        raise InputError(f"[harness]: {exc}") from None
+
+    try:
+        options = RunOptions(**{k: v for k, v in run.items() if k != "sample"})
+    except TypeError as exc:
+        raise InputError(f"[run]: {exc}") from None
+    if options.rpm == 0:
+        options = RunOptions(**{**options.__dict__, "rpm": None})
+    sample = run.get("sample")
+    prices = PriceTable.from_dict(data.get("prices"))
+
+    def _num(key: str) -> float | None:
+        v = audit.get(key)
+        if v is None:
+            return None
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            raise InputError(f"[audit] {key} must be a number") from None
+
+    apps = _num("applications_per_req")
+    return AuditConfig(
+        audit_id=audit_id, sheet=sheet, criteria=tuple(criteria), screener_kind=kind,
+        screener_options=screener, options=options,
+        sample_path=(base / str(sample)).resolve() if sample else None, prices=prices,
+        cutoff=_num("cutoff"), applications_per_req=None if apps is None else int(apps),
+        base_dir=base.resolve(), source=source)
+
+
+def load_sample(path: str | Path) -> pd.DataFrame:
+    """The candidate sample: ``candidate_id, stratum, first_pass_score, application``.
+
+    The CSV has ``candidate_id`` and either ``application`` (the text) or
+    ``application_path`` (a file, relative to the CSV); ``stratum`` and ``first_pass_score``
+    are optional. Rows are numbered as a spreadsheet user counts them after the header.
+    """
+    p = Path(path)
+    try:
+        df = pd.read_csv(p, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise InputError("sample file not found; check [run] sample", file=str(p)) from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError(f"not a readable CSV: {exc}", file=str(p)) from None
+    df.columns = [str(c).strip() for c in df.columns]
+    if "candidate_id" not in df.columns:
+        raise InputError("the sample needs a candidate_id column", file=str(p),
+                         column="candidate_id")
+    if "application" not in df.columns and "application_path" not in df.columns:
+        raise InputError("the sample needs an application (text) or application_path column",
+                         file=str(p), column="application")
+    if df.empty:
+        raise InputError("the sample has no rows", file=str(p))
+    out = []
+    seen: set[str] = set()
+    for i, row in enumerate(df.to_dict("records"), start=1):
+        cid = str(row["candidate_id"]).strip()
+        if not cid:
+            raise InputError("empty candidate_id", file=str(p), row=i, column="candidate_id")
+        if cid in seen:
+            raise InputError(f"duplicate candidate_id '{cid}'", file=str(p), row=i,
+                             column="candidate_id")
+        seen.add(cid)
+        text = str(row.get("application") or "")
+        if not text and row.get("application_path"):
+            ap = (p.resolve().parent / str(row["application_path"])).resolve()
+            try:
+                text = ap.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise InputError(f"cannot read '{ap}': {exc.strerror}", file=str(p), row=i,
+                                 column="application_path") from None
+        if not text:
+            raise InputError("no application text", file=str(p), row=i, column="application")
+        fps = str(row.get("first_pass_score") or "").strip()
+        score = None
+        if fps:
+            try:
+                score = float(fps)
+            except ValueError:
+                raise InputError(f"'{fps}' is not a number", file=str(p), row=i,
+                                 column="first_pass_score") from None
+            if not math.isfinite(score):
+                raise InputError(f"'{fps}' is not a finite number", file=str(p), row=i,
+                                 column="first_pass_score")
+        stratum = str(row.get("stratum") or "").strip() or None
+        out.append({"candidate_id": cid, "stratum": stratum, "first_pass_score": score,
+                    "application": text})
+    frame = pd.DataFrame(out, columns=SAMPLE_COLUMNS)
+    frame["first_pass_score"] = frame["first_pass_score"].astype("float64")
+    return frame
+
+
+def save_audit(store: Any, config: AuditConfig, sample: pd.DataFrame | None = None) -> None:
+    """Save the audit before any call: freeze sheet + hash + settings, criteria, candidates.
+
+    Raises :class:`~core.errors.FrozenError` when the audit has draws under another harness.
+    """
+    sample = config.load_sample() if sample is None else sample
+    store.save_audit(config.audit_id, config.sheet.to_dict(), config.sheet.hash,
+                     config.settings())
+    crit = pd.DataFrame({"criterion": [c.name for c in config.criteria],
+                         "position": list(range(len(config.criteria))),
+                         "max_points": [c.max_points for c in config.criteria],
+                         "weight": [c.weight for c in config.criteria]})
+    if len(crit):
+        store.set_criteria(config.audit_id, crit)
+    store.upsert_candidates(config.audit_id, sample)

@@ -1,0 +1,189 @@
+"""``python -m core run --config audit.toml [--db DB]`` — the replication run, headless.
+
+Wiring: ``add_run_parser(subparsers)`` registers the ``run`` subcommand (``func=run_run``);
+``run_run(args)`` returns the exit code. Also runnable alone: ``python -m core.run_cli …``.
+
+What it does, in order: read and validate the config; save the audit (freeze sheet, hash,
+settings), its criteria and candidates; refuse without side-effect clearance; print the
+freeze-sheet warnings and the estimate; run (pre-flight first) with a progress bar and ETA on
+stderr; print the guards (cache verdict, model populations). Ctrl-C stops cleanly (in-flight
+calls recorded as cancelled); running the same command again resumes, filling only the missing
+``(candidate, run)`` pairs. Exit codes: 0 done, 1 stopped on a finding or with pairs missing,
+2 bad input or a guard, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any, TextIO
+
+from core.config import AuditConfig, load_config, save_audit
+from core.errors import AuditError
+from core.runner import (
+    RunHandle,
+    RunStatus,
+    cache_verdict,
+    estimate_run,
+    model_populations,
+)
+from core.screeners.base import scrub
+from core.store import Store
+
+__all__ = ["add_run_parser", "format_duration", "progress_line", "run_run"]
+
+DEFAULT_DB = "data/audits.duckdb"
+
+
+def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``run`` subcommand to an ``argparse`` subparsers object and return it."""
+    p = subparsers.add_parser(
+        "run", help="run the replications of an audit from a TOML config (resumable)",
+        description="Drive N independent replications per candidate against the screener in "
+                    "the config, store every call, and resume where a previous run stopped.")
+    _add_arguments(p)
+    p.set_defaults(func=run_run, handler=run_run)
+    return p
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, help="the audit config (audit.toml)")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB file (default {DEFAULT_DB})")
+    p.add_argument("--estimate", action="store_true",
+                   help="save the audit and print the estimate; make no call")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--runs", type=int, help="override [run] runs")
+    p.add_argument("--concurrency", type=int, help="override [run] concurrency")
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    s = int(round(max(0.0, seconds)))
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def progress_line(st: RunStatus, width: int = 30) -> str:
+    """``[#########.....] 120/600  20%  errors 2  retries 5  ETA 01:23``."""
+    filled = int(round(width * st.fraction))
+    bar = "#" * filled + "." * (width - filled)
+    phase = "pre-flight " if st.state == "preflight" else ""
+    return (f"{phase}[{bar}] {st.done}/{st.total} {100 * st.fraction:3.0f}%  "
+            f"errors {st.errors}  retries {st.retries}  ETA {format_duration(st.eta_s)}")
+
+
+def _print_estimate(cfg: AuditConfig, screener: Any, store: Store, out: TextIO,
+                    latency: float | None = None) -> None:
+    est = estimate_run(screener, store.get_candidates(cfg.audit_id), cfg.options.runs,
+                       completed=store.completed_pairs(cfg.audit_id),
+                       concurrency=cfg.options.concurrency, latency_s=latency,
+                       prices=cfg.prices, rpm=cfg.options.rpm)
+    cost = "unknown" if est.cost is None else f"${est.cost:,.2f}"
+    wall = "unknown" if est.wall_time_s is None else format_duration(est.wall_time_s)
+    print(f"estimate: {est.calls} calls, ~{est.input_tokens:,} input and "
+          f"~{est.output_tokens:,} output tokens, cost {cost}, wall time {wall} at "
+          f"concurrency {est.concurrency}", file=out)
+    for note in est.notes:
+        print(f"  note: {note}", file=out)
+
+
+def run_run(args: argparse.Namespace) -> int:
+    """Run (or resume) the audit in ``args.config``; see the module notes for exit codes."""
+    err = sys.stderr
+    try:
+        cfg = load_config(args.config)
+        if getattr(args, "runs", None) or getattr(args, "concurrency", None):
+            from dataclasses import replace
+            cfg = replace(cfg, options=replace(
+                cfg.options, runs=args.runs or cfg.options.runs,
+                concurrency=args.concurrency or cfg.options.concurrency))
+        sample = cfg.load_sample()
+        screener = cfg.build_screener()
+        store = Store(args.db)
+    except AuditError as exc:
+        print(f"error: {scrub(exc)}", file=err)
+        return 2
+    try:
+        save_audit(store, cfg, sample)
+        print(f"audit {cfg.audit_id}: harness {cfg.sheet.hash[:12]} "
+              f"({cfg.sheet.harness_label()})", file=err)
+        for w in cfg.sheet.warnings():
+            print(f"  warning: {w}", file=err)
+        blockers = cfg.sheet.blockers()
+        if blockers:
+            print("error: no call was made: " + "; ".join(blockers), file=err)
+            return 2
+        _print_estimate(cfg, screener, store, err)
+        if getattr(args, "estimate", False):
+            return 0
+        return _drive(cfg, screener, store, show=not getattr(args, "no_progress", False))
+    except AuditError as exc:
+        print(f"error: {scrub(exc)}", file=err)
+        return 2
+    finally:
+        store.close()
+
+
+def _drive(cfg: AuditConfig, screener: Any, store: Store, show: bool) -> int:
+    err = sys.stderr
+    tty = show and err.isatty()
+    handle = RunHandle(store, cfg.audit_id, screener, cfg.options, prices=cfg.prices).start()
+    interrupted = False
+    last_line = 0.0
+    try:
+        while not handle.join(0.2):
+            st = handle.status()
+            now = time.monotonic()
+            if tty:
+                print("\r" + progress_line(st), end="", file=err, flush=True)
+            elif show and now - last_line >= 5.0:
+                print(progress_line(st), file=err, flush=True)
+                last_line = now
+    except KeyboardInterrupt:
+        interrupted = True
+        print("\nstopping: cancelling in-flight calls and writing what is done…", file=err)
+        handle.stop()
+        while True:
+            try:
+                handle.join()
+                break
+            except KeyboardInterrupt:
+                print("still stopping (the store stays consistent); wait…", file=err)
+    st = handle.status()
+    if show:
+        print(("\r" if tty else "") + progress_line(st), file=err)
+    if handle.error is not None and not isinstance(handle.error, AuditError):
+        print(f"error: {scrub(type(handle.error).__name__)}: {scrub(handle.error)}", file=err)
+        return 2
+    if handle.error is not None:
+        print(f"error: {scrub(handle.error)}", file=err)
+        return 2
+    print(f"{st.state}: {st.message} ({st.calls} calls this session, {st.errors} failed, "
+          f"{st.retries} retries, {st.cancelled} cancelled)", file=err)
+    for f in st.findings:
+        print(f"  finding: {f}", file=err)
+    verdict = cache_verdict(store, cfg.audit_id)
+    print(f"cache guard: {verdict.message}", file=err)
+    pops = model_populations(store, cfg.audit_id, cfg.sheet.model)
+    print(f"model guard: {pops.message}", file=err)
+    if st.state == "finished" and st.done == st.total:
+        print(f"report: python -m core report --db {store.path} --audit {cfg.audit_id} "
+              "--format text", file=err)
+    if interrupted:
+        print("stopped; run the same command again to resume", file=err)
+        return 130
+    return 0 if st.state == "finished" and st.done == st.total else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.run_cli",
+                                     description="Run (or resume) an audit from a TOML config.")
+    _add_arguments(parser)
+    return run_run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
