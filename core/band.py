@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from core.draws import group_mean
 from core.flip import passes
@@ -62,7 +62,7 @@ def empirical_halfwidths(sorted_residuals: np.ndarray, k: float) -> tuple[float,
     """
     if len(sorted_residuals) == 0:
         return float("nan"), float("nan")
-    alpha = float(stats.norm.cdf(-k))
+    alpha = float(special.ndtr(-k))
     return (_quantile_sorted(sorted_residuals, 1 - alpha, "higher"),
             -_quantile_sorted(sorted_residuals, alpha, "lower"))
 
@@ -148,7 +148,7 @@ def reverse_probability(pool: np.ndarray, within_sd: float, cutoff: float,
     sd = np.sqrt(1 + rho) * within_sd
     if sd <= 0:
         return np.zeros_like(s), rho
-    p_below = stats.norm.cdf((cutoff - m) / sd)
+    p_below = special.ndtr((cutoff - m) / sd)
     passed = passes(s, cutoff, comparison)
     return np.where(passed, p_below, 1 - p_below), rho
 

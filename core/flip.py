@@ -10,13 +10,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 __all__ = [
     "passes",
     "flip_rate",
     "disagreement",
     "clopper_pearson",
+    "clopper_pearson_table",
     "flip_table",
     "FlipSummary",
     "summarize",
@@ -72,19 +73,40 @@ def clopper_pearson(k: np.ndarray, n: np.ndarray, level: float = 0.95
     k = np.asarray(k, dtype="int64")
     n = np.asarray(n, dtype="int64")
     a = (1 - level) / 2
-    pairs, inv = np.unique(np.stack([k, n], axis=1), axis=0, return_inverse=True)
-    pk, pn = pairs[:, 0].astype(float), pairs[:, 1].astype(float)
+    base = int(n.max()) + 1 if n.size else 1
+    codes, inv = np.unique(n * base + k, return_inverse=True)
+    pk, pn = (codes % base).astype(float), (codes // base).astype(float)
     with np.errstate(invalid="ignore"):
-        lo = np.where(pk > 0, stats.beta.ppf(a, pk, pn - pk + 1), 0.0)
-        hi = np.where(pk < pn, stats.beta.ppf(1 - a, pk + 1, pn - pk), 1.0)
+        lo = np.where(pk > 0, special.betaincinv(pk, np.maximum(pn - pk + 1, 1e-300), a), 0.0)
+        hi = np.where(pk < pn, special.betaincinv(pk + 1, np.maximum(pn - pk, 1e-300), 1 - a),
+                      1.0)
     inv = inv.reshape(-1)
     return lo[inv], hi[inv]
 
 
-def flip_table(candidate_ids: np.ndarray, k: np.ndarray, n: np.ndarray, means: np.ndarray
+def clopper_pearson_table(max_runs: int, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Clopper–Pearson bounds for every ``(n, k)`` with ``k ≤ n ≤ max_runs``: ``lo[n, k]``.
+
+    The slider engine looks intervals up here instead of computing quantiles on every move.
+    """
+    n = np.repeat(np.arange(max_runs + 1), max_runs + 1)
+    k = np.tile(np.arange(max_runs + 1), max_runs + 1)
+    ok = (k <= n) & (n > 0)
+    lo = np.full(n.shape, np.nan)
+    hi = np.full(n.shape, np.nan)
+    lo[ok], hi[ok] = clopper_pearson(k[ok], n[ok], level)
+    shape = (max_runs + 1, max_runs + 1)
+    return lo.reshape(shape), hi.reshape(shape)
+
+
+def flip_table(candidate_ids: np.ndarray | pd.Series, k: np.ndarray, n: np.ndarray,
+               means: np.ndarray, ci: tuple[np.ndarray, np.ndarray] | None = None
                ) -> pd.DataFrame:
-    """Per-candidate flip table (:data:`FLIP_COLUMNS`), in candidate order."""
-    lo, hi = clopper_pearson(k, n)
+    """Per-candidate flip table (:data:`FLIP_COLUMNS`), in candidate order.
+
+    ``ci`` — precomputed Clopper–Pearson bounds per candidate (else computed here).
+    """
+    lo, hi = clopper_pearson(k, n) if ci is None else ci
     return pd.DataFrame({
         "candidate_id": candidate_ids, "passes": k.astype("int64"), "runs": n.astype("int64"),
         "flip_rate": flip_rate(k, n), "disagreement": disagreement(k, n), "mean": means,
@@ -108,7 +130,8 @@ class FlipSummary:
 
 
 def summarize(cutoff: float, candidate_ids: np.ndarray, k: np.ndarray, n: np.ndarray,
-              means: np.ndarray, comparison: str = ">=") -> FlipSummary:
+              means: np.ndarray, comparison: str = ">=", id_rank: np.ndarray | None = None
+              ) -> FlipSummary:
     """Worst candidate, flip count and flip interval.
 
     Notes
@@ -119,7 +142,8 @@ def summarize(cutoff: float, candidate_ids: np.ndarray, k: np.ndarray, n: np.nda
     """
     fr = flip_rate(k, n)
     flips = (k > 0) & (k < n)
-    order = np.lexsort((candidate_ids.astype(str), np.abs(k / n - 0.5), -fr))
+    rank = np.asarray(candidate_ids).astype(str) if id_rank is None else id_rank
+    order = np.lexsort((rank, np.abs(k / n - 0.5), -fr))
     w = int(order[0]) if len(order) else None
     interval = (float(means[flips].min()), float(means[flips].max())) if flips.any() else None
     return FlipSummary(

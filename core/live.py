@@ -68,6 +68,10 @@ class LiveAudit:
         self.counts = counts
         self.means = draws.candidate_means()
         self.candidate_ids = draws.candidate_ids
+        # ids are sorted (Draws factorizes with sort=True): the index is the id order
+        self._id_rank = np.arange(K)
+        self._ids = pd.Series(draws.candidate_ids).astype("string")
+        self._ci_lo, self._ci_hi = flip_mod.clopper_pearson_table(width)
         self.within_sd = pooled_within_sd(draws.cand, draws.total, draws.counts)
         self.sorted_residuals = np.sort(band_mod.scaled_residuals(draws.cand, draws.total,
                                                                   draws.counts))
@@ -87,11 +91,12 @@ class LiveAudit:
     def flip_summary(self, cutoff: float) -> flip_mod.FlipSummary:
         k = self.pass_counts(cutoff)
         return flip_mod.summarize(cutoff, self.candidate_ids, k, self.counts, self.means,
-                                  self.comparison)
+                                  self.comparison, id_rank=self._id_rank)
 
     def flip_table(self, cutoff: float) -> pd.DataFrame:
-        return flip_mod.flip_table(self.candidate_ids, self.pass_counts(cutoff), self.counts,
-                                   self.means)
+        k = self.pass_counts(cutoff)
+        ci = (self._ci_lo[self.counts, k], self._ci_hi[self.counts, k])
+        return flip_mod.flip_table(self._ids, k, self.counts, self.means, ci)
 
     def flip_curve(self, cutoffs: np.ndarray) -> pd.DataFrame:
         """Flip count and mean disagreement for each cutoff (one matrix pass per cutoff)."""
