@@ -72,6 +72,15 @@ def cache_guard(payload_counts: pd.DataFrame | None) -> dict[str, Any]:
     }
 
 
+def _group_means(draws: Draws) -> np.ndarray:
+    """(K, C) candidate means of every criterion."""
+    if draws.scores.size == 0:
+        return np.zeros((draws.K, 0))
+    sums = np.zeros((draws.K, draws.scores.shape[1]))
+    np.add.at(sums, draws.cand, np.nan_to_num(draws.scores))
+    return sums / draws.counts[:, None]
+
+
 def sd_interval_table(draws: Draws) -> pd.DataFrame:
     """Per candidate: runs, SD of its totals and the chi-square 95% interval (df = n_i − 1)."""
     means = draws.candidate_means()
@@ -193,6 +202,12 @@ def analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None = None,
     if guards["cache"]["withhold"]:
         guards["statistics_withheld"] = ("every candidate's payloads are byte-identical across "
                                          "runs: this run is a cache test, not a variance test")
+    elif draws.N > draws.K and float(np.ptp(draws.total - draws.candidate_means()[draws.cand])) \
+            == 0.0 and (draws.scores.size == 0 or np.nanmax(
+                np.abs(draws.scores - _group_means(draws)[draws.cand])) == 0.0):
+        guards["statistics_withheld"] = ("every candidate got exactly the same scores on every "
+                                         "run: the screener is deterministic or cached, so there "
+                                         "is no variance to measure (a 3-run check is enough)")
     pool_scores = (None if pool is None or len(pool) == 0
                    else pool["first_pass_score"].to_numpy(dtype="float64"))
     configured = s.cutoff

@@ -160,6 +160,7 @@ def report_dict(result: AuditResult, *, cutoff: float | None = None,
     }
     del f_lo, f_hi
     ft = result.live.flip_table(view.flip.cutoff)
+    sdi = result.sd_intervals
     fs = view.flip
     out["flip"] = {
         "cutoff": fs.cutoff, "comparison": fs.comparison, "candidates": fs.candidates,
@@ -173,6 +174,8 @@ def report_dict(result: AuditResult, *, cutoff: float | None = None,
              "runs": int(r["runs"]), "flip_rate": _num(r["flip_rate"]),
              "disagreement": _num(r["disagreement"]), "mean": _num(r["mean"]),
              "ci95": [_num(r["ci_low"]), _num(r["ci_high"])],
+             "sd": _num(sdi["sd"].iloc[i]),
+             "sd_ci95": [_num(sdi["sd_ci_low"].iloc[i]), _num(sdi["sd_ci_high"].iloc[i])],
              "stratum": str(result.strata.iloc[i]) if i < len(result.strata) else None}
             for i, r in enumerate(ft.to_dict("records"))],
     }
