@@ -1,0 +1,493 @@
+"""The replication runner against a real HTTP server on 127.0.0.1 (tests/fakeserver.py).
+
+No HTTP mocks: every call crosses TCP. Options are small (few candidates, short backoff) so the
+whole file runs in well under a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pandas as pd
+import pytest
+
+from core.errors import GuardError
+from core.freeze import Criterion, FreezeSheet
+from core.runner import (
+    PriceTable,
+    RunHandle,
+    Runner,
+    RunOptions,
+    StopToken,
+    cache_verdict,
+    estimate_run,
+    model_populations,
+    plan_pairs,
+    registry,
+)
+from core.screeners.http_json import HttpJsonScreener
+from core.screeners.registry import build_screener
+from core.screeners.simulated import SimulatedScreener
+from core.store import Store
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fakeserver import FakeServer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RUBRIC = (Criterion("technical_skills", 30.0), Criterion("experience", 25.0),
+          Criterion("projects", 25.0), Criterion("communication", 20.0))
+FAST = dict(backoff_base_s=0.01, backoff_cap_s=0.05, batch_rows=20, flush_s=0.05)
+SECRET = "sk-test-Q7x9ZZsecretKEY-1234567890"
+
+
+def make_audit(store: Store, audit_id: str, *, model: str = "fake-model-1", k: int = 6,
+               sampling: str = "not-exposed", temperature: float | None = None,
+               side_effect_free: bool = True) -> FreezeSheet:
+    sheet = FreezeSheet(req_id="ENG-1", model=model, sampling=sampling,
+                        temperature=temperature, side_effect_free=side_effect_free,
+                        result_cache_off=True, criteria=RUBRIC)
+    store.save_audit(audit_id, sheet.to_dict(), sheet.hash, {"cutoff": 60})
+    store.set_criteria(audit_id, pd.DataFrame({
+        "criterion": [c.name for c in RUBRIC], "position": range(len(RUBRIC)),
+        "max_points": [c.max_points for c in RUBRIC], "weight": [1.0] * len(RUBRIC)}))
+    store.upsert_candidates(audit_id, pd.DataFrame({
+        "candidate_id": [f"c{i:02d}" for i in range(k)],
+        "stratum": ["band"] * (k - 2) + ["high", "low"],
+        "first_pass_score": [60.0 + i for i in range(k)],
+        "application": [f"Application {i}: {i + 2} years of Go." for i in range(k)]}))
+    return sheet
+
+
+def run(store: Store, audit_id: str, screener, **opts) -> object:
+    options = RunOptions(**{"runs": 5, "concurrency": 8, "preflight": False, **FAST, **opts})
+    return asyncio.run(Runner(store, audit_id, screener, options).run())
+
+
+def http_screener(srv: FakeServer, model: str = "fake-model-1", **kw) -> HttpJsonScreener:
+    return HttpJsonScreener(url=srv.url + "/score", model=model, criteria=RUBRIC,
+                            model_path="model", **kw)
+
+
+def draws_per_candidate(store: Store, audit_id: str) -> dict[str, int]:
+    d = store.load_draws(audit_id)
+    return d[d.criterion == "total"].groupby("candidate_id").size().to_dict()
+
+
+@pytest.fixture
+def store():
+    s = Store(":memory:")
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def server():
+    with FakeServer() as srv:
+        yield srv
+
+
+# ---------------------------------------------------------------------------- basics
+def test_simulated_run_gives_exactly_n_draws_reproducibly(store):
+    make_audit(store, "a", model="sim-screener-1")
+    make_audit(store, "b", model="sim-screener-1")
+    sim = SimulatedScreener(criteria=RUBRIC, seed=7)
+    st = run(store, "a", sim, concurrency=8)
+    assert st.state == "finished" and st.done == st.total == 30
+    assert draws_per_candidate(store, "a") == {f"c{i:02d}": 5 for i in range(6)}
+    assert len(store.load_draws("a")) == 30 * 5          # 4 criteria + total per draw
+    run(store, "b", sim, concurrency=1, seed=99)         # other order, same (seed, cand, run)
+    a = store.load_draws("a")[["candidate_id", "run", "criterion", "score"]]
+    b = store.load_draws("b")[["candidate_id", "run", "criterion", "score"]]
+    pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True))
+    calls = store.load_calls("a")
+    assert calls["request_id"].is_unique and (calls["status"] == "ok").all()
+
+
+def test_order_interleaves_candidates_in_seeded_rounds():
+    pairs = plan_pairs(["a", "b", "c"], 3, seed=1)
+    assert [r for _, r in pairs] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert pairs == plan_pairs(["c", "b", "a"], 3, seed=1)
+    assert plan_pairs(["a", "b", "c"], 3, seed=1, completed={("a", 1)})[0][1] == 1
+    assert ("a", 1) not in plan_pairs(["a", "b", "c"], 3, seed=1, completed={("a", 1)})
+
+
+# ---------------------------------------------------------------------------- flaky server
+def test_flaky_server_still_gives_exactly_n_draws_and_records_failures(store, server):
+    server.set(p500=0.12, p429=0.08, retry_after_ms="10", pmalformed=0.12, pslow=0.04,
+               slow_s=0.8, seed=3)
+    make_audit(store, "f", k=8)
+    st = run(store, "f", http_screener(server), runs=6, timeout_s=0.3, max_retries=8,
+             max_calls_per_pair=8)
+    assert st.state == "finished", st.message
+    assert draws_per_candidate(store, "f") == {f"c{i:02d}": 6 for i in range(8)}
+    calls = store.load_calls("f", with_payload=True)
+    assert calls["request_id"].is_unique
+    assert (calls["status"] == "parse_error").sum() > 0
+    assert calls["attempts"].max() > 1 and st.retries > 0
+    bad = calls[calls["status"] != "ok"]
+    # failed calls are recorded with their payload and never become draws
+    assert bad.loc[bad["status"] == "parse_error", "raw_payload"].str.contains("truncated").all()
+    draws = store.load_draws("f")
+    assert set(draws["request_id"]) <= set(calls.loc[calls["status"] == "ok", "request_id"])
+    assert not set(draws["request_id"]) & set(bad["request_id"])
+    # one ok call per pair: nothing double-counted
+    ok = calls[calls["status"] == "ok"]
+    assert not ok.duplicated(["candidate_id", "run"]).any()
+    # the server saw every request id sent as a header, retries reuse it
+    seen = Counter(e.request_id for e in server.log)
+    assert set(calls["request_id"]) <= set(seen)
+
+
+def test_retry_after_seconds_is_respected(store, server):
+    server.set(first_attempt_429=True, retry_after="1")
+    make_audit(store, "r", k=2)
+    st = run(store, "r", http_screener(server), runs=2, concurrency=4)
+    assert st.state == "finished" and st.retries == 4
+    times: dict[str, list[float]] = {}
+    for e in server.log:
+        times.setdefault(e.request_id, []).append(e.t)
+    gaps = [t[1] - t[0] for t in times.values()]
+    assert len(gaps) == 4 and min(gaps) >= 1.0 and max(gaps) < 2.5
+    assert (store.load_calls("r")["attempts"] == 2).all()
+
+
+def test_retry_after_ms_takes_precedence(store, server):
+    server.set(first_attempt_429=True, retry_after="5", retry_after_ms="200")
+    make_audit(store, "m", k=2)
+    t0 = time.monotonic()
+    run(store, "m", http_screener(server), runs=2)
+    assert time.monotonic() - t0 < 3.0
+    times: dict[str, list[float]] = {}
+    for e in server.log:
+        times.setdefault(e.request_id, []).append(e.t)
+    assert min(t[1] - t[0] for t in times.values()) >= 0.2
+
+
+def test_other_4xx_is_a_finding_and_never_retried(store, server):
+    server.set(status_override=401)
+    make_audit(store, "x")
+    st = run(store, "x", http_screener(server), concurrency=2)
+    assert st.state == "stopped" and st.findings and "HTTP 401" in st.findings[0]
+    calls = store.load_calls("x")
+    assert (calls["attempts"] == 1).all() and len(calls) <= 2
+    assert Counter(e.request_id for e in server.log).most_common(1)[0][1] == 1
+    assert store.n_draws("x") == 0
+
+
+def test_rpm_limit_spaces_requests(store, server):
+    make_audit(store, "q", k=2)
+    run(store, "q", http_screener(server), runs=3, rpm=600)   # one start every 0.1 s
+    t = sorted(e.t for e in server.log)
+    assert len(t) == 6 and t[-1] - t[0] >= 0.45
+
+
+# ---------------------------------------------------------------------------- guards
+def test_side_effect_clearance_is_required_before_any_call(store, server):
+    make_audit(store, "s", side_effect_free=False)
+    with pytest.raises(GuardError, match="side-effect"):
+        run(store, "s", http_screener(server))
+    assert server.log == [] and len(store.load_calls("s")) == 0
+
+
+def test_cache_server_gives_the_cache_verdict(store, server):
+    server.set(cache=True)
+    make_audit(store, "c")
+    run(store, "c", http_screener(server), runs=4)
+    v = cache_verdict(store, "c")
+    assert v.cache_test and "cache test, not a variance test" in v.message
+    assert len(v.single_payload) == 6
+    server.set(cache=False)
+    make_audit(store, "v")
+    run(store, "v", http_screener(server), runs=4)
+    v2 = cache_verdict(store, "v")
+    assert not v2.cache_test and v2.single_payload == ()
+
+
+def test_preflight_stops_a_deterministic_or_cached_screener(store, server):
+    server.set(cache=True)
+    make_audit(store, "p")
+    with pytest.raises(GuardError, match="deterministic or cached"):
+        run(store, "p", http_screener(server), preflight=True)
+    assert len(server.log) == 3
+    calls = store.load_calls("p")
+    assert len(calls) == 3 and calls["candidate_id"].nunique() == 1
+    # resuming does not call again: the verdict comes from the stored payloads
+    with pytest.raises(GuardError):
+        run(store, "p", http_screener(server), preflight=True)
+    assert len(server.log) == 3
+
+
+def test_preflight_passes_a_stochastic_screener_and_measures_latency(store, server):
+    server.set(latency_ms=20)
+    make_audit(store, "pl")
+    options = RunOptions(runs=4, concurrency=4, preflight=True, **FAST)
+    st = asyncio.run(Runner(store, "pl", http_screener(server), options, until="preflight").run())
+    assert st.done == 3 and st.preflight_latency_s is not None and st.preflight_latency_s >= 0.02
+    st = asyncio.run(Runner(store, "pl", http_screener(server), options).run())
+    assert st.done == st.total == 24
+    assert len(store.load_calls("pl")) == 24
+
+
+def test_a_different_reported_model_is_a_second_population(store, server):
+    server.set(switch_model_after=12, switch_model="fake-model-1-2026-02-01")
+    make_audit(store, "d")
+    run(store, "d", http_screener(server), concurrency=1)
+    pops = model_populations(store, "d")
+    assert pops.split and "second population" in pops.message
+    table = pops.table.set_index("model")
+    assert table.loc["fake-model-1", "draws"] == 12
+    assert table.loc["fake-model-1-2026-02-01", "draws"] == 18
+    assert not table.loc["fake-model-1-2026-02-01", "frozen"]
+    draws = store.load_draws("d")
+    assert set(draws["model"]) == {"fake-model-1", "fake-model-1-2026-02-01"}
+
+
+# ---------------------------------------------------------------------------- model APIs
+def test_openai_shape_fenced_json_no_fixed_seed(store, server):
+    server.set(fence=True)
+    sheet = make_audit(store, "o", model="qwen2.5-7b-instruct-q4_k_m", sampling="settable",
+                       temperature=0.1)
+    scr = build_screener("openai-chat", {"base_url": server.url + "/v1"}, criteria=RUBRIC,
+                         sheet=sheet)
+    st = run(store, "o", scr, runs=3)
+    assert st.state == "finished" and st.done == 18
+    bodies = [e.body for e in server.log]
+    assert all("seed" not in b for b in bodies)
+    assert all(b["temperature"] == 0.1 and b["response_format"] == {"type": "json_object"}
+               for b in bodies)
+    calls = store.load_calls("o")
+    assert (calls["input_tokens"] == 120).all() and (calls["cached_input_tokens"] == 64).all()
+    # seed_per_draw: a different seed on every call, recorded
+    make_audit(store, "o2", model="qwen2.5-7b-instruct-q4_k_m")
+    server.log.clear()
+    scr2 = build_screener("openai-chat", {"base_url": server.url + "/v1", "seed_per_draw": True},
+                          criteria=RUBRIC, sheet=sheet)
+    run(store, "o2", scr2, runs=3)
+    seeds = [e.body["seed"] for e in server.log]
+    assert len(set(seeds)) == len(seeds) == 18
+    assert set(store.load_calls("o2")["seed"]) == set(seeds)
+
+
+def test_anthropic_omits_sampling_for_cannot_be_set_models(store, server):
+    sheet = make_audit(store, "an", model="claude-opus-4-7", sampling="cannot-be-set")
+    scr = build_screener("anthropic", {"base_url": server.url}, criteria=RUBRIC, sheet=sheet)
+    st = run(store, "an", scr, runs=2)
+    assert st.state == "finished" and st.done == 12
+    for e in server.log:
+        assert e.path == "/v1/messages"
+        assert not {"temperature", "top_p", "top_k"} & set(e.body)
+        assert e.body["system"][0]["cache_control"] == {"type": "ephemeral"}
+        assert e.headers["anthropic-version"] == "2023-06-01"
+    calls = store.load_calls("an")
+    assert (calls["cached_input_tokens"] == 90).all() and (calls["input_tokens"] == 120).all()
+    assert set(store.load_draws("an")["model"]) == {"claude-opus-4-7"}
+
+
+def test_anthropic_400_on_temperature_is_a_finding_not_retried(store, server):
+    sheet = make_audit(store, "a4", model="claude-opus-4-7", sampling="settable",
+                       temperature=0.0)
+    scr = build_screener("anthropic", {"base_url": server.url}, criteria=RUBRIC, sheet=sheet)
+    st = run(store, "a4", scr, concurrency=2)
+    assert st.state == "stopped"
+    assert any("temperature" in f and "not retried" in f for f in st.findings)
+    assert all(e.status == 400 for e in server.log) and len(server.log) <= 2
+    assert (store.load_calls("a4")["attempts"] == 1).all()
+    assert store.n_draws("a4") == 0
+
+
+# ---------------------------------------------------------------------------- stop / resume
+def test_cancelling_in_flight_calls_does_not_exhaust_the_pool(store, server):
+    async def scenario() -> list[str]:
+        limits = httpx.Limits(max_connections=8, max_keepalive_connections=8)
+        states = []
+        async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(10.0)) as client:
+            for cycle in range(3):
+                server.set(latency_ms=3000)
+                aid = f"cx{cycle}"
+                make_audit(store, aid, k=8)
+                stop = StopToken()
+                opts = RunOptions(runs=4, concurrency=8, preflight=False, **FAST)
+                runner = Runner(store, aid, http_screener(server), opts, client=client,
+                                stop=stop)
+                task = asyncio.create_task(runner.run())
+                while server.arrivals < 8 * (cycle + 1) + 32 * cycle:
+                    await asyncio.sleep(0.02)       # 8 requests in flight at the server
+                stop.set()
+                st = await task
+                states.append(st.state)
+                assert st.cancelled == 8
+                server.set(latency_ms=0)
+                aid2 = f"ok{cycle}"
+                make_audit(store, aid2, k=8)
+                st2 = await Runner(store, aid2, http_screener(server),
+                                   RunOptions(runs=4, concurrency=8, preflight=False,
+                                              timeout_s=5, **FAST), client=client).run()
+                states.append(st2.state)
+                assert st2.done == 32, st2.message
+        return states
+
+    states = asyncio.run(scenario())
+    assert states == ["stopped", "finished"] * 3
+    calls = store.load_calls("cx0")
+    assert (calls["status"] == "cancelled").sum() == 8
+    assert store.n_draws("cx0") == 0
+
+
+def test_run_handle_stops_from_another_thread_and_resumes(store):
+    make_audit(store, "h", model="sim-screener-1", k=10)
+    sim = SimulatedScreener(criteria=RUBRIC, seed=1, latency_s=0.05)
+    opts = RunOptions(runs=6, concurrency=4, preflight=False, **FAST)
+    h = registry().start(store, "h", sim, opts)
+    with pytest.raises(GuardError, match="already in progress"):
+        registry().start(store, "h", sim, opts)
+    while h.status().done < 8:
+        time.sleep(0.01)
+    h.stop()
+    assert h.join(10)
+    st = h.status()
+    assert st.state == "stopped" and 8 <= st.done < 60 and st.cancelled > 0
+    partial = draws_per_candidate(store, "h")
+    assert sum(partial.values()) == st.done
+    h2 = RunHandle(store, "h", sim, opts).start()
+    assert h2.join(30)
+    assert h2.status().state == "finished"
+    assert draws_per_candidate(store, "h") == {f"c{i:02d}": 6 for i in range(10)}
+    calls = store.load_calls("h")
+    ok = calls[calls["status"] == "ok"]
+    assert not ok.duplicated(["candidate_id", "run"]).any()
+
+
+def _write_config(tmp: Path, url: str, runs: int, k: int) -> Path:
+    rows = ["candidate_id,stratum,first_pass_score,application"]
+    rows += [f"c{i:02d},band,{60 + i},Application {i} with some text" for i in range(k)]
+    (tmp / "sample.csv").write_text("\n".join(rows) + "\n")
+    cfg = tmp / "audit.toml"
+    cfg.write_text(textwrap.dedent(f"""
+        [audit]
+        id = "kill"
+        req_id = "ENG-9"
+        cutoff = 60
+        [harness]
+        model = "fake-model-1"
+        side_effect_free = true
+        result_cache_off = true
+        [[criteria]]
+        name = "technical_skills"
+        max = 30
+        [[criteria]]
+        name = "experience"
+        max = 25
+        [[criteria]]
+        name = "projects"
+        max = 25
+        [[criteria]]
+        name = "communication"
+        max = 20
+        [screener]
+        kind = "http-json"
+        url = "{url}/score"
+        api_key_env = "FAKE_SCREENER_KEY"
+        model_path = "model"
+        [run]
+        runs = {runs}
+        concurrency = 4
+        sample = "sample.csv"
+        seed = 5
+        max_retries = 0
+        max_calls_per_pair = 8
+        backoff_base_s = 0.01
+        backoff_cap_s = 0.05
+        preflight = false
+    """))
+    return cfg
+
+
+def test_sigkill_mid_run_then_resume_gives_exactly_n_draws(tmp_path, server):
+    server.set(latency_ms=15, p500=0.1, echo_auth_on_error=True, seed=11)
+    runs, k = 6, 12
+    cfg = _write_config(tmp_path, server.url, runs, k)
+    db = tmp_path / "audit.duckdb"
+    env = {**os.environ, "FAKE_SCREENER_KEY": SECRET, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "core.run_cli", "--config", str(cfg), "--db", str(db),
+           "--no-progress"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while sum(1 for e in server.log if e.status == 200) < 30 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    out1, err1 = proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    killed_at = sum(1 for e in server.log if e.status == 200)
+    assert killed_at < runs * k
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    s = Store(db)
+    try:
+        assert draws_per_candidate(s, "kill") == {f"c{i:02d}": runs for i in range(k)}
+        calls = s.load_calls("kill", with_payload=True)
+        assert calls["request_id"].is_unique
+        ok = calls[calls["status"] == "ok"]
+        assert not ok.duplicated(["candidate_id", "run"]).any()
+        draws = s.load_draws("kill")
+        assert draws.groupby(["candidate_id", "run"])["request_id"].nunique().max() == 1
+        errors = calls[calls["status"] == "error"]
+        assert len(errors) and not errors["raw_payload"].str.contains(SECRET).any()
+        assert errors["raw_payload"].str.contains("redacted").any()
+    finally:
+        s.close()
+    # the key was sent to the server, yet is nowhere in the database file or the logs
+    assert any(SECRET in e.headers.get("authorization", "") for e in server.log)
+    assert SECRET.encode() not in db.read_bytes()
+    wal = Path(str(db) + ".wal")
+    assert not wal.exists() or SECRET.encode() not in wal.read_bytes()
+    for text in (out1, err1, done.stdout, done.stderr):
+        assert SECRET.encode() not in text
+
+
+def test_api_key_never_in_errors_findings_or_store(tmp_path, server, monkeypatch):
+    monkeypatch.setenv("FAKE_KEY_2", SECRET + "-b")
+    server.set(status_override=401, echo_auth_on_error=True)
+    db = tmp_path / "k.duckdb"
+    s = Store(db)
+    make_audit(s, "k")
+    scr = build_screener("openai-chat", {"base_url": server.url + "/v1", "model": "fake-model-1",
+                                         "api_key_env": "FAKE_KEY_2"}, criteria=RUBRIC)
+    assert SECRET not in repr(scr) and SECRET not in str(scr.describe())
+    st = run(s, "k", scr, concurrency=1)
+    assert st.findings and "[redacted]" in st.findings[0]
+    assert all(SECRET not in f for f in st.findings)
+    calls = s.load_calls("k", with_payload=True)
+    assert not calls["error"].str.contains(SECRET).any()
+    assert not calls["raw_payload"].str.contains(SECRET).any()
+    assert SECRET not in str(s.get_audit("k"))
+    s.close()
+    assert SECRET.encode() not in db.read_bytes()
+
+
+# ---------------------------------------------------------------------------- estimates
+def test_estimate_counts_missing_calls_tokens_cost_and_wall_time(store, server):
+    make_audit(store, "e", model="qwen2.5-7b-instruct-q4_k_m")
+    scr = build_screener("openai-chat", {"base_url": server.url + "/v1",
+                                         "model": "qwen2.5-7b-instruct-q4_k_m"}, criteria=RUBRIC)
+    prices = PriceTable({"qwen2.5-7b-instruct-q4_k_m": {"input": 1.0, "output": 4.0}})
+    cands = store.get_candidates("e")
+    est = estimate_run(scr, cands, 15, completed={("c00", 1), ("c00", 2)}, concurrency=8,
+                       latency_s=2.0, prices=prices)
+    assert est.calls == 6 * 15 - 2
+    assert est.wall_time_s == pytest.approx(11 * 2.0)      # ceil(88 / 8) · 2 s
+    assert est.input_tokens > 0 and est.output_tokens == est.calls * (30 + 12 * 4)
+    assert est.cost == pytest.approx((est.input_tokens * 1.0 + est.output_tokens * 4.0) / 1e6)
+    assert any("estimate" in n for n in est.notes)
+    none = estimate_run(scr, cands, 15, concurrency=8)
+    assert none.cost is None and none.wall_time_s is None
+    assert PriceTable.from_dict(prices.to_dict()).to_dict() == prices.to_dict()
