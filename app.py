@@ -1,0 +1,23 @@
+"""Screening score variance audit — the router.
+
+``streamlit run app.py``: the pages of the six steps (and Drift), the shared sidebar, nothing
+else. The database is ``$AUDIT_DB`` or ``data/audits.duckdb``; the demo audit is created on the
+first start so the app opens straight into it, offline.
+"""
+
+from pathlib import Path
+
+import streamlit as st
+
+from ui import state
+
+st.set_page_config(page_title="Screening score variance audit", page_icon="🎯", layout="wide")
+state.init_state()
+
+_here = Path(__file__).resolve().parent
+pages = [st.Page(path, title=title, url_path=url, default=(url == "flip"))
+         for url, (path, title) in state.PAGES.items() if (_here / path).exists()]
+pg = st.navigation({"Audit": [p for p in pages if p.url_path != "drift"],
+                    "Over time": [p for p in pages if p.url_path == "drift"]})
+state.sidebar(state.get_store())
+pg.run()

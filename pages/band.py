@@ -1,0 +1,154 @@
+"""Step 6 — the manual-review band, what it costs in reviews per req, and the report.
+
+The k slider, the half-width override, the capacity and the applications per req are answered
+by the audit's precomputed LiveAudit inside a fragment; the report is rendered from the cached
+analysis with the page's live settings (no database read).
+"""
+
+import re
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from core import charts, report
+from ui import state
+from ui.format import live_line, num, pct
+
+state.init_state()
+store = state.get_store()
+audit_id = state.active_audit(store)
+state.require(audit_id is not None, "Start an audit on the Freeze page first.", "freeze",
+              "Go to step 1 · Freeze")
+state.require(store.n_draws(audit_id) > 0,
+              "This audit has no draws yet: run the screener or upload exported draws first.",
+              "run", "Go to step 3 · Run")
+result = state.get_result(store, audit_id)
+live = state.live_settings(audit_id, result)
+
+st.title("Manual-review band")
+st.caption("Every application whose score lands inside the band goes to a person; everything "
+           "outside keeps its automated decision. The band is the cutoff ± k within-candidate "
+           "SDs, widened to the empirical rule when the scores are not normal.")
+if result.withheld:
+    st.error(f"Statistics are withheld: {result.withheld}.")
+    st.stop()
+
+engine = result.live
+lo, hi = engine.score_range
+safe_id = re.sub(r"[^A-Za-z0-9._-]+", "_", audit_id)[:60] or "audit"
+_MIME = {"text": "text/plain", "md": "text/markdown", "json": "application/json",
+         "html": "text/html"}
+_EXT = {"text": "txt", "md": "md", "json": "json", "html": "html"}
+
+
+@st.fragment
+def band_panel() -> None:
+    c1, c2 = st.columns(2)
+    with c1:
+        if live["mode"] == "top-k":
+            cutoff = float(live["cutoff"])
+            st.info(f"Cutoff {cutoff:g}: the effective cutoff of the top {live['top_k']} "
+                    "(set on the Flip page).")
+        else:
+            integer = bool(np.all(np.isnan(engine.totals)
+                                  | (engine.totals == np.round(engine.totals))))
+            st.session_state[state.LIVE][audit_id]["cutoff"] = float(
+                min(max(live["cutoff"], np.floor(lo)), np.ceil(hi)))
+            cutoff = st.slider("Cutoff", min_value=float(np.floor(lo)),
+                               max_value=float(np.ceil(hi)), step=1.0 if integer else 0.5,
+                               format="%g", **state.bind(audit_id, "cutoff"))
+        k = st.slider("Band width k (within-candidate SDs each side)", min_value=0.5,
+                      max_value=4.0, step=0.1, format="%.1f", **state.bind(audit_id, "k"))
+        override_on = st.toggle("Set the half-width by hand",
+                                **state.bind(audit_id, "override_on"))
+        if override_on:
+            if live["override"] is None:
+                live["override"] = round(float(k) * engine.within_sd, 1)
+            st.number_input("Half-width (points each side of the cutoff)", min_value=0.0,
+                            step=0.5, **state.bind(audit_id, "override"))
+    with c2:
+        st.number_input("Applications per req", min_value=1.0, step=10.0,
+                        help="defaults to the pool size", **state.bind(audit_id, "apps"))
+        st.number_input("Reviewer capacity (manual reviews the team can do per req)",
+                        min_value=0.0, step=5.0, **state.bind(audit_id, "capacity"))
+
+    override = live["override"] if live["override_on"] else None
+    view = engine.view(float(cutoff), float(k), override=override,
+                       capacity=live["capacity"], applications_per_req=live["apps"])
+    b = view.band
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("Manual-review band", f"{b.low:.1f} – {b.high:.1f}")
+    m2.metric("Manual reviews per req",
+              "needs the pool" if view.manual_reviews_per_req is None
+              else num(round(view.manual_reviews_per_req, 1)))
+    m3.metric("Share of the pool in the band", pct(view.share_of_pool, 1)
+              if view.share_of_pool is not None else "needs the pool")
+    m4.metric("Decisions a re-run would reverse, per req",
+              "needs the pool" if view.exposure is None
+              else f"{view.exposure.reversals_per_req:.1f}",
+              help="normal approximation")
+    with st.container(key="band-live-numbers"):
+        st.caption(live_line(float(cutoff), view.flip.candidates_with_flip,
+                             view.flip.candidates, view.manual_reviews_per_req))
+
+    if override is not None:
+        st.caption(f"Half-width set by hand: ±{override:g} points (the rules below are shown "
+                   "for comparison).")
+    rules = pd.DataFrame({
+        "side": ["lower edge", "upper edge"],
+        f"2-SD rule (k = {b.k:g})": [round(b.two_sd[0], 2), round(b.two_sd[1], 2)],
+        "empirical rule": [round(b.empirical[0], 2), round(b.empirical[1], 2)],
+        "band edge": [round(b.low, 2), round(b.high, 2)],
+        "bound by": [b.bound_low, b.bound_high],
+    })
+    st.dataframe(rules, hide_index=True, width="stretch")
+    st.caption(f"Within-candidate SD of the total: {engine.within_sd:.2f} points. The empirical "
+               "rule uses the pooled single-draw residuals at the same tail probability as "
+               f"±{b.k:g} SD; the wider rule binds each side.")
+
+    if view.needs_pool:
+        st.warning("Reviews per req, capacity and re-run exposure need the req's pool of "
+                   "first-pass scores: upload it on the Sample page.")
+    else:
+        st.plotly_chart(charts.pool_histogram(engine.pool, float(cutoff), b), width="stretch",
+                        key="pool-hist")
+        reviews = view.manual_reviews_per_req
+        if view.capacity is not None:
+            cb = view.capacity_band
+            if view.over_capacity:
+                st.warning(
+                    f"The band needs ~{reviews:.0f} manual reviews per req but the team can do "
+                    f"{view.capacity:g}. A capacity-sized band ({cb[0]:.1f} – {cb[1]:.1f}) leaves "
+                    f"~{view.left_to_chance_per_req:.1f} decisions per req to chance "
+                    "(expected coin-flip decisions outside it). If nobody reviews the band, it "
+                    "is theatre: widen the automated reject threshold instead.")
+            else:
+                st.success(f"The band needs ~{reviews:.0f} manual reviews per req; the team "
+                           f"can do {view.capacity:g}.")
+        ex = view.exposure
+        st.markdown(
+            f"**Re-run exposure** — of {ex.applications_per_req:.0f} automated decisions per "
+            f"req, a fresh draw would reverse about **{ex.reversals_per_req:.1f}**; "
+            f"**{ex.reversals_outside_band_per_req:.1f}** of them outside the band (those "
+            "nobody reviews).")
+        st.caption(f"This is a normal approximation. {ex.note}")
+
+    st.divider()
+    st.subheader("Report")
+    shown = state.with_live(result, live)
+    st.caption("The report uses the cutoff and band settings above.")
+    cols = st.columns(4)
+    for col, fmt, label in zip(cols, ("text", "md", "json", "html"),
+                               ("Text", "Markdown", "JSON", "HTML (with charts)")):
+        col.download_button(
+            f"Download {label}", data=lambda fmt=fmt: report.render(
+                shown, fmt, cutoff=float(cutoff), k=float(k)),
+            file_name=f"{safe_id}-report.{_EXT[fmt]}", mime=_MIME[fmt], on_click="ignore",
+            key=f"dl-{fmt}", width="stretch")
+    with st.expander("Report preview (plain text)", expanded=True):
+        st.code(report.render(shown, "text", cutoff=float(cutoff), k=float(k)),
+                language=None)
+
+
+band_panel()

@@ -1,0 +1,99 @@
+"""Display formatting: rounding happens here, never in core. No streamlit import.
+
+User text (candidate ids, criterion names, file names) goes into tables and plain text; when it
+has to sit in Markdown it is escaped with :func:`md_escape` so it can never become markup.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["md_escape", "num", "pct", "pts", "criteria_display", "flip_display",
+           "seconds", "live_line", "LIVE_LINE_RE"]
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+
+
+def md_escape(text: Any) -> str:
+    """Escape Markdown (and HTML-looking) characters so user text renders literally."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+def num(x: Any, nd: int = 1) -> str:
+    """A number for display; ``—`` for missing."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    x = float(x)
+    if x.is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    return f"{x:,.{nd}f}"
+
+
+def pts(x: Any) -> str:
+    """A score in points: integers plain, else one decimal."""
+    return num(x, 1)
+
+
+def pct(x: Any, nd: int = 0) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{100 * float(x):.{nd}f}%"
+
+
+def seconds(s: float | None) -> str:
+    if s is None or (isinstance(s, float) and math.isnan(s)):
+        return "—"
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def criteria_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The per-criterion table with readable column names and rounded numbers."""
+    t = table.copy()
+    out = pd.DataFrame({
+        "criterion": t["criterion"].astype(str),
+        "max points": t["max_points"].map(lambda v: num(v, 1)),
+        "within-SD (noise)": t["within_sd"].round(2),
+        "between-SD (signal)": t["between_sd"].round(2),
+        "share of the total's noise": t["share_of_within_variance"].map(lambda v: pct(v, 0)),
+        "verdict": t["verdict"].fillna("").astype(str),
+    })
+    return out
+
+
+def flip_display(table: pd.DataFrame, limit: int | None = None) -> pd.DataFrame:
+    """The flip table, flipping candidates first (largest flip rate first)."""
+    t = table.sort_values(["flips", "flip_rate", "disagreement", "candidate_id"],
+                          ascending=[False, False, False, True], kind="stable")
+    if limit is not None:
+        t = t.head(limit)
+    return pd.DataFrame({
+        "candidate": t["candidate_id"].astype(str),
+        "passes / runs": [f"{int(k)}/{int(n)}" for k, n in zip(t["passes"], t["runs"])],
+        "flip rate": (100 * t["flip_rate"]).round(1),
+        "disagreement": (100 * t["disagreement"]).round(1),
+        "pass rate 95% interval": [f"{100 * lo:.0f}–{100 * hi:.0f}%"
+                                   for lo, hi in zip(t["ci_low"], t["ci_high"])],
+        "mean total": t["mean"].round(1),
+        "flips": t["flips"].astype(bool),
+    })
+
+
+#: The machine-readable live line (``live_line``) — browser tests and the benchmark parse it.
+LIVE_LINE_RE = re.compile(
+    r"cutoff (?P<cutoff>[-\d.]+) · candidates with any flip (?P<flips>\d+) of (?P<of>\d+) · "
+    r"manual reviews per req (?P<reviews>[-\d.]+|needs the pool)")
+
+
+def live_line(cutoff: float, flips: int, candidates: int, reviews: float | None) -> str:
+    """``cutoff 78 · candidates with any flip 18 of 40 · manual reviews per req 62.0``."""
+    rv = "needs the pool" if reviews is None else f"{reviews:.1f}"
+    return (f"cutoff {cutoff:g} · candidates with any flip {flips} of {candidates} · "
+            f"manual reviews per req {rv}")
