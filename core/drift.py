@@ -351,7 +351,8 @@ class SeverityFit:
     batch_cov : ndarray
         HC1 covariance of the adjusted batch effects (T × T).
     stage2_cov : ndarray
-        ``batch_cov`` with its diagonal bounded below (see :func:`fit_severity`), for stage 2.
+        ``batch_cov`` with its diagonal bounded below and a 1e-9 ridge (see
+        :func:`fit_severity`), for stage 2.
     coef, cov : ndarray
         All coefficients (batch effects then rater severities) and their HC1 covariance.
     names : tuple of str
@@ -408,7 +409,8 @@ def fit_severity(panel: pd.DataFrame, reference: str | None = None, *,
     Model ``y_i = β_{b(i)} + γ_{r(i)} + e_i`` with ``γ_ref = 0`` (one dummy per batch, no
     intercept). ``β̂ = (X'X)⁻¹X'y``; HC1 covariance
     ``n/(n−k) · (X'X)⁻¹ X' diag(ê²) X (X'X)⁻¹``; intervals ``β̂ ± z·se`` (normal quantile,
-    as statsmodels uses with a robust covariance). Residuals sum to zero within each batch, so the raw batch mean equals
+    as statsmodels uses with a robust covariance). Residuals sum to zero within each batch,
+    so the raw batch mean equals
     ``β̂_b + Σ_r share_rb γ̂_r`` and the composition term is exactly ``raw − adjusted``.
     For stage 2 each diagonal element of the batch covariance is bounded below by a quarter
     of its classical OLS variance ``σ̂²[(X'X)⁻¹]_bb`` (a batch whose scores are all equal still
@@ -475,6 +477,10 @@ def fit_severity(panel: pd.DataFrame, reference: str | None = None, *,
     s2 = bcov.copy()
     d = np.diag(s2)
     s2[np.diag_indices(T)] = np.maximum(d, floor)
+    # a ridge of 1e-9 of the typical variance keeps V positive definite when HC1 is rank
+    # deficient (few residual degrees of freedom) or every score is identical
+    scale = max(float(np.mean(np.diag(s2))), sigma2 / max(int(counts.max()), 1), 1e-12)
+    s2[np.diag_indices(T)] += 1e-9 * scale
     names = tuple([f"batch[{pd.Timestamp(b).date()}]" for b in batch_vals]
                   + [f"rater[{r}]" for r in others])
     return SeverityFit(reference=ref, raters=raters, batches=batches, batch_cov=bcov,
@@ -902,8 +908,16 @@ def _stage2(sev: SeverityFit, resets: Iterable[Any], covariance: str) -> LocalLe
         raise InputError(f"covariance must be 'full' or 'diagonal', not {covariance!r}")
     dates = sev.batches["batch"]
     V = sev.stage2_cov if covariance == "full" else np.diag(np.diag(sev.stage2_cov))
-    return fit_local_level(sev.batches["adjusted"].to_numpy(), _weeks(dates), V,
-                           segments=segments_from_resets(dates, resets))
+    y, w = sev.batches["adjusted"].to_numpy(), _weeks(dates)
+    seg = segments_from_resets(dates, resets)
+    try:
+        return fit_local_level(y, w, V, segments=seg)
+    except (np.linalg.LinAlgError, ValueError):
+        # numerically degenerate (e.g. no sampling noise at all): report q as not estimable
+        nan2 = (np.nan, np.nan)
+        return LocalLevelFit(np.nan, nan2, np.nan, nan2, np.nan, np.nan, np.nan, np.nan, y.copy(),
+                             np.sqrt(np.diag(V)), float(V[-1, -1]), seg, w, y, V, covariance,
+                             identified=False)
 
 
 # ============================================================================ horizon
@@ -1039,7 +1053,7 @@ def monthly_trend(panel: pd.DataFrame, *, rater_effects: bool = True, reps: int 
     X, y, cl = _trend_design(panel, rater_effects)
     n, k = X.shape
     G = int(cl.max()) + 1
-    if G < 2 or np.ptp(X[:, 1]) == 0:
+    if G < 2 or np.ptp(X[:, 1]) == 0 or n <= k:
         return TrendFit(np.nan, np.nan, np.nan, np.nan, np.nan, n, G, reps, seed, rater_effects)
     XtXi = np.linalg.pinv(X.T @ X)
     H = X @ XtXi  # n x k; column 1 gives the slope's influence
@@ -1332,6 +1346,17 @@ def _num(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def _jsonable(x: Any) -> Any:
+    """A JSON-safe scalar: numpy numbers to Python, NaN/inf to ``None``."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        return _num(x)
+    return x
+
+
 def _iso(x: Any) -> str | None:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return None
@@ -1390,8 +1415,8 @@ def drift_result_json(a: DriftAnalysis, D: float | None = None) -> dict[str, Any
                            "batches": h.k} for h in a.heterogeneity],
         "variants": [{k: (_num(v) if k != "variant" else v) for k, v in r.items()}
                      for r in a.variants.to_dict("records")],
-        "categories": [{k: (_num(v) if k in ("severity", "se", "ci_low", "ci_high") else v)
-                        for k, v in r.items()} for r in a.categories.to_dict("records")],
+        "categories": [{k: _jsonable(v) for k, v in r.items()}
+                       for r in a.categories.to_dict("records")],
         "category_trends": [{k: (v if k == "category" else _num(v)) for k, v in r.items()}
                             for r in a.category_trends.to_dict("records")],
         "notes": list(a.notes),

@@ -484,3 +484,48 @@ def test_demo_panel_is_seeded_and_analysable():
     assert set(out["horizon"]) >= {"D", "weeks", "weeks_ci95", "date", "sd_at_weeks"}
     assert set(out["horizon"]["sd_at_weeks"]) == {"4", "8", "12"}
     assert len(out["contrasts"]) == 3
+
+
+def test_one_batch_panel_gives_severities_but_no_q():
+    p = pd.DataFrame({"batch": "2026-01-05", "rater": ["A"] * 5 + ["B"] * 5,
+                      "score": [1, 2, 3, 2, 1, 0, 1, 0, 1, 0.5]})
+    a = d.analyse_drift(d.read_panel(p), reps=9)
+    assert not a.stage2.identified and math.isnan(a.stage2.q)
+    assert a.severity.raters.loc[0, "severity"] == pytest.approx(0.5 - 1.8)
+    out = d.drift_result_json(a)
+    assert out["q"] is None and out["horizon"]["date"] is None
+    assert "q cannot be estimated" in " ".join(out["notes"])
+
+
+def test_identical_scores_do_not_crash():
+    p, _ = sim_panel(1, T=5, n_per=3)
+    p["score"] = 2.0
+    a = d.analyse_drift(p, reps=9)
+    assert not a.stage2.identified or a.stage2.q < 1e-12  # no movement at all
+    np.testing.assert_allclose(a.severity.batches["adjusted"], 2.0)
+
+
+def test_random_small_panels_raise_only_audit_errors():
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as hs
+
+    from core.errors import AuditError
+
+    row = hs.tuples(hs.integers(0, 5), hs.sampled_from("ABC"),
+                    hs.one_of(hs.floats(-5, 5), hs.integers(-2, 2)))
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(hs.lists(row, min_size=1, max_size=30), hs.booleans())
+    def check(rows, deploy):
+        p = pd.DataFrame([((pd.Timestamp("2026-01-05") + pd.Timedelta(weeks=b)).date().isoformat(),
+                           r, s) for b, r, s in rows], columns=["batch", "rater", "score"])
+        try:
+            a = d.analyse_drift(d.read_panel(p), deployments=["2026-01-20"] if deploy else [],
+                                reps=9)
+        except AuditError:
+            return
+        json.dumps(d.drift_result_json(a), allow_nan=False)
+
+    check()
