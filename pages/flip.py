@@ -10,7 +10,7 @@ import streamlit as st
 from core import charts
 from core.flip import effective_cutoff
 from ui import state
-from ui.format import flip_display, live_line, num, pct
+from ui.format import flip_display, live_line, md_escape, num, pct
 
 state.init_state()
 store = state.get_store()
@@ -83,8 +83,8 @@ def flip_panel() -> None:
     m1.metric("Candidates with any flip", f"{fs.candidates_with_flip} of {fs.candidates}")
     if fs.worst_candidate is not None and fs.candidates_with_flip:
         m2.metric("Worst candidate", f"{fs.worst_passes}/{fs.worst_runs} pass",
-                  help=f"{fs.worst_candidate}: flip rate {pct(fs.worst_flip_rate)}")
-        m2.caption(f"{fs.worst_candidate} · flip rate {pct(fs.worst_flip_rate)}")
+                  help=f"{md_escape(fs.worst_candidate)}: flip rate {pct(fs.worst_flip_rate)}")
+        m2.caption(f"{md_escape(fs.worst_candidate)} · flip rate {pct(fs.worst_flip_rate)}")
     else:
         m2.metric("Worst candidate", "no flip")
     fi = fs.flip_interval

@@ -94,7 +94,7 @@ def _open_store(path: str) -> Store:
 def show_error(exc: BaseException, what: str = "") -> None:
     """A user-facing sentence (never a traceback)."""
     prefix = f"{what}: " if what else ""
-    st.error(f"{prefix}{exc}")
+    st.error(md_escape(f"{prefix}{exc}"))
 
 
 def get_store() -> Store:
@@ -169,9 +169,12 @@ def active_audit(store: Store) -> str | None:
     return choice
 
 
-def switch_audit(audit_id: str) -> None:
-    """Make ``audit_id`` the active audit and rerun (the sidebar applies it)."""
+def switch_audit(audit_id: str, page: str | None = None) -> None:
+    """Make ``audit_id`` the active audit and rerun, on ``page`` when given (the sidebar
+    applies it)."""
     st.session_state[PENDING_AUDIT] = audit_id
+    if page is not None:
+        st.switch_page(PAGES[page][0])
     st.rerun()
 
 

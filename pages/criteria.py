@@ -1,0 +1,99 @@
+"""Step 4 — decompose the noise per rubric criterion before touching the total."""
+
+import streamlit as st
+
+from core import charts
+from core.criteria import sd_interval
+from ui import state
+from ui.format import criteria_display, md_escape, num, pct
+
+state.init_state()
+store = state.get_store()
+audit_id = state.active_audit(store)
+state.require(audit_id is not None, "Start an audit on the Freeze page first.", "freeze",
+              "Go to step 1 · Freeze")
+state.require(store.n_draws(audit_id) > 0,
+              "This audit has no draws yet: run the screener or upload exported draws first.",
+              "run", "Go to step 3 · Run")
+result = state.get_result(store, audit_id)
+
+st.title("Noise per criterion")
+st.caption("For each rubric criterion: how much it moves between runs of the same application "
+           "(within-SD, noise) against how much it separates candidates (between-SD, signal).")
+
+if result.withheld:
+    st.error(f"Statistics are withheld: {result.withheld}.")
+    st.page_link(state.PAGES["run"][0], label="See the guard panel on the Run page", icon="➡️")
+    st.stop()
+for note in result.notes:
+    st.warning(md_escape(note[:1].upper() + note[1:] + "."))
+
+comp = result.composition()
+runs_txt = (str(comp["runs_min"]) if comp["runs_min"] == comp["runs_max"]
+            else f"{comp['runs_min']}–{comp['runs_max']}")
+st.caption(f"{comp['candidates']} candidates ({comp['band']} band, {comp['high_anchors']} high "
+           f"anchors, {comp['low_anchors']} low anchors; strata {result.strata_source}) × "
+           f"{runs_txt} runs = {comp['evaluations']} evaluations.")
+
+if result.criteria is None:
+    st.info("The screener returned only a total, so there is nothing to decompose: this step "
+            "is skipped and the report says so. The flip and band steps still work.")
+else:
+    table = result.criteria
+    s = result.settings
+    left, right = st.columns([3, 2])
+    with left:
+        st.dataframe(criteria_display(table), hide_index=True, width="stretch",
+                     key="criteria-table")
+        st.caption(f"Verdicts, in this order: DEAD when both SDs are at most "
+                   f"{pct(s.dead_tol_frac)} of the criterion's max points; NOISY when the "
+                   "within-SD is at least the between-SD; otherwise WORKING.")
+        rest = 1.0 - float(table.loc[table["criterion"] != "total",
+                                     "share_of_within_variance"].sum())
+        if abs(rest) > 0.005:
+            st.caption(f"{pct(rest)} of the total's noise is in no criterion (bonus, deductions "
+                       "or parsing).")
+    with right:
+        st.plotly_chart(charts.criteria_chart(table), width="stretch", key="criteria-chart")
+
+    dead = table[(table["verdict"] == "DEAD") & (table["criterion"] != "total")]
+    for row in dead.itertuples():
+        mx = f"/{num(row.max_points)}" if row.max_points == row.max_points else ""
+        st.warning(f"DEAD — {md_escape(row.criterion)} returns {num(row.modal_score)}{mx} for "
+                   f"{row.modal_candidates}/{row.candidates} candidates: perfectly stable and "
+                   "measures nothing. A stable score is not a good score.")
+
+    st.subheader("Remediate first")
+    if len(result.remediation) == 0:
+        st.success("No criterion is noisy or dead.")
+    for i, row in enumerate(result.remediation.itertuples(), start=1):
+        if row.verdict == "NOISY":
+            st.text(f"{i}. {row.criterion} — within-SD {row.within_sd:.1f} carries "
+                    f"{pct(row.share_of_within_variance)} of the total's noise. "
+                    f"{row.action[:1].upper()}{row.action[1:]}.")
+        else:
+            st.text(f"{i}. {row.criterion} — {row.action}.")
+
+st.subheader("Reliability of a single draw")
+c1, c2 = st.columns(2)
+if result.icc is not None:
+    lo, hi = result.icc.ci95
+    c1.metric("ICC(1) of the total", f"{result.icc.icc1:.2f}",
+              help="between-candidate share of the variance of one draw (one-way random "
+                   "effects)")
+    c1.caption(f"95% interval {lo:.2f} – {hi:.2f}")
+else:
+    c1.metric("ICC(1) of the total", "withheld")
+    c1.caption(str(result.reliability_withheld))
+wlo, whi = result.within_sd_ci95
+total = result.total_row
+c2.metric("Within-candidate SD of the total", f"{float(total['within_sd']):.2f} points")
+c2.caption(f"95% interval {wlo:.2f} – {whi:.2f} (pooled over all candidates)")
+n = comp["runs_min"]
+if n >= 2:
+    f_lo, f_hi = sd_interval(1.0, n - 1)
+    st.caption(f"One candidate's SD from {n} runs is known only to within {f_lo:.2f}× – "
+               f"{f_hi:.2f}× of its estimate (95%). 15 runs are enough for an internal cutoff; "
+               "use 30 when the numbers go to counsel or a regulator.")
+with st.expander("Per-candidate SD of the total, with its 95% interval"):
+    st.dataframe(result.sd_intervals.round(2), hide_index=True, width="stretch")
