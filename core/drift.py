@@ -70,6 +70,7 @@ __all__ = [
     "parse_dates",
     "predictive_sd",
     "read_outcome_series",
+    "panel_from_audits",
     "read_panel",
     "restricted_loglik",
     "segments_from_resets",
@@ -180,6 +181,47 @@ def read_panel(source: str | Path | bytes | IO[bytes] | pd.DataFrame, *,
         return validate_panel(source, name or "panel")
     df, _sha, display = read_table(source, name=name)
     return validate_panel(df, display)
+
+
+def panel_from_audits(store: Any, audit_ids: Sequence[str] | None = None) -> pd.DataFrame:
+    """Build a ratings panel from stored audits (``core.store.Store``).
+
+    batch = the audit's date (its first call's ``started_at``, else its creation time),
+    rater = the model snapshot that produced the draw (``draws.model``; the frozen model id
+    when missing), item = candidate, score = the draw's total (the screener's ``total`` when
+    stored, else the weighted sum of its criterion scores, weights from the audit's criteria).
+    Raises :class:`InputError` when no audit has draws.
+    """
+    audits = store.list_audits()
+    ids = list(audits["audit_id"]) if audit_ids is None else list(audit_ids)
+    frames = []
+    for aid in ids:
+        draws = store.load_draws(aid)
+        if draws.empty:
+            continue
+        info = store.get_audit(aid)
+        calls = store.load_calls(aid)
+        started = pd.to_datetime(calls["started_at"]).min() if len(calls) else pd.NaT
+        when = started if pd.notna(started) else pd.Timestamp(info["created_at"])
+        frozen_model = str(info["freeze"].get("model") or info["freeze"].get("model_id")
+                           or "unknown")
+        totals = draws[draws["criterion"] == "total"]
+        if totals.empty:
+            crit = store.get_criteria(aid)
+            weights = dict(zip(crit["criterion"], crit["weight"].fillna(1.0))) if len(crit) else {}
+            w = draws["criterion"].map(weights).fillna(1.0)
+            totals = (draws.assign(score=draws["score"] * w)
+                      .groupby(["candidate_id", "run"], as_index=False)
+                      .agg(score=("score", "sum"), model=("model", "first")))
+        frames.append(pd.DataFrame({
+            "batch": pd.Timestamp(when).date().isoformat(),
+            "rater": totals["model"].fillna(frozen_model).astype(str).to_numpy(),
+            "item": totals["candidate_id"].astype(str).to_numpy(),
+            "score": totals["score"].to_numpy(dtype=float)}))
+    if not frames:
+        raise InputError("no stored audit has draws; run or import an audit first, or upload "
+                         "a ratings panel")
+    return validate_panel(pd.concat(frames, ignore_index=True), "stored audits")
 
 
 def read_outcome_series(source: str | Path | bytes | IO[bytes] | pd.DataFrame, *,

@@ -529,3 +529,32 @@ def test_random_small_panels_raise_only_audit_errors():
         json.dumps(d.drift_result_json(a), allow_nan=False)
 
     check()
+
+
+def test_panel_from_stored_audits():
+    from core.store import Store
+
+    store = Store(":memory:")
+    try:
+        for k, (day, model, shift) in enumerate([("2026-02-02", "m-2026-01", 0.0),
+                                                 ("2026-02-16", "m-2026-01", 1.0),
+                                                 ("2026-02-16", "m-2026-02", 0.5)]):
+            aid = f"audit{k}"
+            store.save_audit(aid, {"model": model}, f"hash{k}")
+            draws = pd.DataFrame([{"candidate_id": f"c{c}", "run": r, "criterion": crit,
+                                   "score": shift + c + (2.0 if crit == "b" else 0.0),
+                                   "request_id": f"{aid}-{c}-{r}", "model": model,
+                                   "clipped": False}
+                                  for c in range(3) for r in range(2) for crit in ("a", "b")])
+            calls = draws.drop_duplicates("request_id")[["request_id", "candidate_id", "run"]]
+            calls = calls.assign(started_at=pd.Timestamp(day), status="ok")
+            store.write_results(aid, calls, draws)
+        p = d.panel_from_audits(store)
+    finally:
+        store.close()
+    assert sorted(p["batch"].dt.strftime("%Y-%m-%d").unique()) == ["2026-02-02", "2026-02-16"]
+    assert set(p["rater"]) == {"m-2026-01", "m-2026-02"}
+    first = p[p["batch"] == pd.Timestamp("2026-02-02")]
+    assert sorted(first["score"].unique()) == [2.0, 4.0, 6.0]  # a + b per draw
+    fit = d.fit_severity(p, "m-2026-01")
+    assert fit.raters.loc[0, "severity"] == pytest.approx(-1.0)  # totals: 2 × (0.5 − 1)
