@@ -24,7 +24,9 @@ from core.errors import AuditError
 K_PANEL_BYTES = "drift_panel_bytes"
 K_PANEL_NAME = "drift_panel_name"
 K_PANEL_SHA = "drift_panel_sha"
+K_UPLOAD_SEEN = "drift_upload_seen"
 K_OUTCOME_BYTES = "drift_outcome_bytes"
+K_OUTCOME_SEEN = "drift_outcome_seen"
 K_OUTCOME_NAME = "drift_outcome_name"
 K_DEPLOYMENTS = "drift_deployments"
 K_FREE_STEPS = "drift_free_steps"
@@ -37,7 +39,8 @@ K_COST = "drift_cost_per_month"
 K_VALUE = "drift_value_per_escalation"
 K_AVOIDED = "drift_avoided_per_month"
 
-DEFAULTS = {K_PANEL_BYTES: None, K_PANEL_NAME: None, K_PANEL_SHA: None, K_OUTCOME_BYTES: None,
+DEFAULTS = {K_UPLOAD_SEEN: None, K_OUTCOME_SEEN: None,
+            K_PANEL_BYTES: None, K_PANEL_NAME: None, K_PANEL_SHA: None, K_OUTCOME_BYTES: None,
             K_OUTCOME_NAME: None, K_DEPLOYMENTS: "", K_FREE_STEPS: "", K_COVARIANCE: "full",
             K_SPLITS: "", K_COST: 7806.0, K_VALUE: 100.0, K_AVOIDED: 428.0, K_D_FOR: None}
 
@@ -157,7 +160,8 @@ with demo_col:
 if upload is not None:
     data = upload.getvalue()
     sha = hashlib.sha256(data).hexdigest()
-    if sha != st.session_state[K_PANEL_SHA]:
+    if sha != st.session_state[K_UPLOAD_SEEN]:  # a new upload (the demo button still wins)
+        st.session_state[K_UPLOAD_SEEN] = sha
         st.session_state[K_PANEL_BYTES] = data
         st.session_state[K_PANEL_NAME] = upload.name
         st.session_state[K_PANEL_SHA] = sha
@@ -322,8 +326,11 @@ with o2:
     st.write("")
     st.button("Load demo outcome series", key="drift_outcome_demo", on_click=_load_demo_outcomes)
 if oup is not None:
-    st.session_state[K_OUTCOME_BYTES] = oup.getvalue()
-    st.session_state[K_OUTCOME_NAME] = oup.name
+    o_sha = hashlib.sha256(oup.getvalue()).hexdigest()
+    if o_sha != st.session_state[K_OUTCOME_SEEN]:
+        st.session_state[K_OUTCOME_SEEN] = o_sha
+        st.session_state[K_OUTCOME_BYTES] = oup.getvalue()
+        st.session_state[K_OUTCOME_NAME] = oup.name
 if st.session_state[K_OUTCOME_BYTES] is not None:
     try:
         daily = dr.read_outcome_series(st.session_state[K_OUTCOME_BYTES],
