@@ -1,0 +1,141 @@
+"""The command line, run the way a user runs it: ``python -m core …`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from conftest import FIXTURES, run_cli
+
+from core.cli import build_parser, main
+
+
+def _subcommands() -> list[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return sorted(sub.choices)
+
+
+def test_top_level_help_lists_commands():
+    r = run_cli("--help")
+    assert r.returncode == 0
+    for cmd in ("import", "report", "sample", "demo"):
+        assert cmd in r.stdout
+
+
+@pytest.mark.parametrize("cmd", _subcommands())
+def test_help_for_every_command(cmd, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([cmd, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: python -m core {cmd}")
+
+
+def test_required_commands_exist():
+    assert {"import", "report", "sample", "demo"} <= set(_subcommands())
+
+
+def test_import_then_reimport_is_a_noop(tmp_path):
+    db = tmp_path / "a.duckdb"
+    r = run_cli("import", str(FIXTURES / "draws_long.csv"), "--db", str(db), "--audit", "A",
+                "--criteria", "a:10,b:10", "--pool", str(FIXTURES / "pool.csv"), "--cutoff", "10")
+    assert r.returncode == 0, r.stderr
+    assert "imported: 9 evaluations of 3 candidates" in r.stdout
+    assert "pool: 10 applicants" in r.stdout
+    r = run_cli("import", str(FIXTURES / "draws_long.csv"), "--db", str(db), "--audit", "A")
+    assert r.returncode == 0 and r.stdout.startswith("already imported")
+    r = run_cli("report", "--db", str(db), "--audit", "A", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["sample"]["evaluations"] == 9 and d["flip"]["cutoff"] == 10
+    assert d["band"]["applications_per_req"] == 10
+
+
+@pytest.mark.parametrize("name, row, column", [("bad_score_text.csv", 4, "score"),
+                                               ("bad_wide_cell.csv", 2, "b"),
+                                               ("bad_duplicate.csv", 4, "criterion")])
+def test_bad_input_exit_2_one_line_naming_file_row_column(tmp_path, name, row, column):
+    db = tmp_path / "a.duckdb"
+    r = run_cli("import", str(FIXTURES / name), "--db", str(db), "--audit", "A")
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert name in lines[0] and f"row {row}" in lines[0] and f"column '{column}'" in lines[0]
+    assert "Traceback" not in r.stderr
+    assert r.stdout == ""
+
+
+def test_report_from_file_bad_input_exit_2(tmp_path):
+    r = run_cli("report", str(FIXTURES / "bad_out_of_range.csv"), "--cutoff", "3",
+                "--criteria", "a:10")
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "bad_out_of_range.csv, row 5, column 'score'" in r.stderr
+
+
+def test_report_from_file_json_and_effective_cutoff():
+    r = run_cli("report", str(FIXTURES / "draws_long.csv"), "--pool", str(FIXTURES / "pool.csv"),
+                "--cutoff", "9", "--top", "3", "--of", "10", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    # pool sorted desc: 16 14 12 … → 3rd highest = 12
+    assert d["cutoff"]["audited"] == 12 and d["cutoff"]["configured"] == 9
+    assert d["flip"]["cutoff"] == 12
+    assert [c["criterion"] for c in d["criteria"]] == ["a", "b"]
+
+
+def test_report_text_and_html_to_file(tmp_path):
+    out = tmp_path / "r.html"
+    r = run_cli("report", str(FIXTURES / "draws_long.csv"), "--cutoff", "9", "--format", "html",
+                "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+    assert "Plotly.newPlot" in page and "NOT ESTABLISHED BY THIS REPORT" in page
+
+
+def test_clip_reported_by_import(tmp_path):
+    r = run_cli("import", str(FIXTURES / "bad_out_of_range.csv"), "--db",
+                str(tmp_path / "a.duckdb"), "--audit", "A", "--criteria", "a:10", "--clip")
+    assert r.returncode == 0, r.stderr
+    assert "warning: 1 score(s) outside 0..max were clipped" in r.stdout
+
+
+def test_report_missing_database_exit_2(tmp_path):
+    r = run_cli("report", "--db", str(tmp_path / "nope.duckdb"), "--audit", "A")
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_sample_command(tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    code = main(["sample", str(FIXTURES / "pool.csv"), "--cutoff", "10", "--spread", "1",
+                 "--band", "3", "--high", "2", "--low", "2", "--seed", "1", "--out", str(out)])
+    assert code == 0
+    s = pd.read_csv(out)
+    # band 10 ± 1.5 → 9 10 11 (3); high ≥ 13 → 14 16; low ≤ 7 → 3 5 7 (2 picked)
+    assert sorted(s["stratum"].value_counts().items()) == [("band", 3), ("high", 2), ("low", 2)]
+    printed = capsys.readouterr().out
+    assert "0.73x - 1.58x" in printed
+    assert "shortfall: fewer than 6 anchors" in printed
+    code = main(["sample", str(FIXTURES / "pool.csv"), "--cutoff", "10", "--spread", "1",
+                 "--reduced", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "only 3 band candidates available" in printed
+
+
+def test_demo_then_report_prints_the_demo_report(tmp_path):
+    db = tmp_path / "demo.duckdb"
+    r = run_cli("demo", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    r = run_cli("report", "--db", str(db), "--audit", "demo-ENG-2291", "--format", "text")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert text.startswith("SCREENING SCORE VARIANCE AUDIT — req ENG-2291")
+    assert "Sample: 40 candidates (24 band, 8 high anchor, 8 low anchor) x 15 runs = 600" in text
+    assert "Cutoff audited: 78 (effective; config field reads 70" in text
+    for s in ("PER-CRITERION", "FLIP RATE AT CUTOFF 78 (single draw, not mean)", "RECOMMENDED",
+              "REMEDIATE FIRST", "NOT ESTABLISHED BY THIS REPORT"):
+        assert s in text
