@@ -1504,8 +1504,10 @@ def format_drift_text(result: dict[str, Any]) -> str:
               f"  95% [{_f(wk[0], 1)}, {_f(wk[1], 1) if wk[1] is not None else 'inf'}]"),
               f"  re-audit by {h['date'] or 'n/a (no drift detected)'}"]
     t = r["trend"]
+    p_wild = ("n/a" if t["p_wild"] is None else
+              f"< {1 / t['reps']:.3f}" if t["p_wild"] == 0 and t["reps"] else _f(t["p_wild"]))
     lines += ["", (f"TREND  {_f(t['slope'])} per month with rater FE (se {_f(t['se'])}, "
-                  f"wild-cluster p {_f(t['p_wild'])}, {t['n_clusters']} batches); raw "
+                  f"wild-cluster p {p_wild}, {t['n_clusters']} batches); raw "
                   f"{_f(t['raw_slope'])}")]
     if r["contrasts"]:
         lines.append("DEPLOYMENT CONTRASTS (two after − two before; read by magnitude)")
