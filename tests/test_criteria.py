@@ -353,3 +353,19 @@ def test_total_only_screener_skips_criteria_step():
     text = render_text(res)
     assert "skipped: the screener returns only a total" in text
     assert d["total"]["within_sd"] == pytest.approx(np.sqrt((2 + 14 / 3) / 4), abs=1e-12)
+
+
+def test_icc1_constant_totals_do_not_crash():
+    # A screener that returns the same total for everyone on every run (no payloads to trip
+    # the cache guard): MSB = MSW = 0 and ICC(1) is undefined. It must not crash the audit
+    # ("no crash on any upload"); the reliability is reported as undefined (NaN / None).
+    draws = Draws.from_long(totals_frame({f"c{i}": [7, 7, 7] for i in range(12)}))
+    got = icc1(draws.cand, draws.total, draws.counts)
+    assert np.isnan(got.icc1)
+    ids = sorted(f"c{i}" for i in range(12))
+    cand = pd.DataFrame({"candidate_id": ids, "stratum": ["high"] * 6 + ["low"] * 6})
+    res = analyze_frames(totals_frame({c: [7, 7, 7] for c in ids}), candidates=cand,
+                         settings=Settings(cutoff=7))
+    from core.report import render_text
+
+    assert "NOT ESTABLISHED BY THIS REPORT" in render_text(res)
