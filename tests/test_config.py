@@ -1,0 +1,96 @@
+"""The TOML audit config: the examples load, mistakes are named, keys are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.config import load_config, load_sample, parse_config, save_audit
+from core.errors import InputError
+from core.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+MINIMAL = """
+[audit]
+id = "a1"
+req_id = "ENG-1"
+[harness]
+model = "m-2025-01-01"
+side_effect_free = true
+[[criteria]]
+name = "skills"
+max = 10
+[screener]
+kind = "simulated"
+"""
+
+
+def test_example_configs_load_and_build_their_screeners(monkeypatch):
+    cfg = load_config(ROOT / "examples" / "audit.toml")
+    assert cfg.audit_id == "eng-2291-sim" and cfg.options.runs == 15
+    assert [c.name for c in cfg.criteria][:2] == ["technical_skills", "experience"]
+    assert cfg.sheet.side_effect_free and not cfg.sheet.blockers()
+    assert len(cfg.load_sample()) == 12
+    monkeypatch.setenv("SCREENER_API_KEY", "sk-config-test-0000")
+    oa = load_config(ROOT / "examples" / "audit-openai.toml")
+    scr = oa.build_screener()
+    assert scr.kind == "openai-chat" and "{rubric}" not in scr.render_prompt("x")
+    assert oa.sheet.temperature == 0.1 and oa.prices.get(oa.sheet.model) is not None
+    assert "sk-config-test" not in str(oa.settings())
+
+
+def test_save_audit_stores_sheet_criteria_and_candidates():
+    cfg = load_config(ROOT / "examples" / "audit.toml")
+    s = Store(":memory:")
+    save_audit(s, cfg)
+    a = s.get_audit(cfg.audit_id)
+    assert a["harness_hash"] == cfg.sheet.hash and a["settings"]["cutoff"] == 78
+    assert a["settings"]["applications_per_req"] == 410
+    assert len(s.get_criteria(cfg.audit_id)) == 4 and len(s.get_candidates(cfg.audit_id)) == 12
+    s.close()
+
+
+def test_a_key_written_in_the_config_is_refused():
+    with pytest.raises(InputError, match="api_key_env"):
+        parse_config(MINIMAL + 'api_key = "sk-123"\n')
+
+
+def test_unknown_fields_are_named():
+    with pytest.raises(InputError, match="concurency"):
+        parse_config(MINIMAL + "[run]\nconcurency = 4\n")
+
+
+def test_screener_model_must_be_the_frozen_model():
+    with pytest.raises(InputError, match="frozen"):
+        parse_config(MINIMAL + 'model = "other-model"\n')
+
+
+def test_missing_audit_id_and_bad_sampling_are_named():
+    with pytest.raises(InputError, match="id"):
+        parse_config(MINIMAL.replace('id = "a1"', ""))
+    with pytest.raises(InputError, match="sampling"):
+        parse_config(MINIMAL.replace("side_effect_free = true",
+                                     'side_effect_free = true\nsampling = "fixed"'))
+
+
+def test_invalid_toml_is_an_input_error():
+    with pytest.raises(InputError, match="TOML"):
+        parse_config("[audit\nid=")
+
+
+def test_sample_with_application_paths_and_row_errors(tmp_path):
+    (tmp_path / "apps").mkdir()
+    (tmp_path / "apps" / "c1.txt").write_text("resume one")
+    (tmp_path / "s.csv").write_text("candidate_id,stratum,first_pass_score,application_path\n"
+                                    "c1,band,71,apps/c1.txt\n")
+    df = load_sample(tmp_path / "s.csv")
+    assert df.loc[0, "application"] == "resume one" and df.loc[0, "first_pass_score"] == 71
+    (tmp_path / "bad.csv").write_text("candidate_id,first_pass_score,application\n"
+                                      "c1,70,a\nc2,seventy,b\n")
+    with pytest.raises(InputError) as e:
+        load_sample(tmp_path / "bad.csv")
+    assert "row 2" in str(e.value) and "first_pass_score" in str(e.value)
+    (tmp_path / "dup.csv").write_text("candidate_id,application\nc1,a\nc1,b\n")
+    with pytest.raises(InputError, match="duplicate"):
+        load_sample(tmp_path / "dup.csv")
