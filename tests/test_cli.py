@@ -139,3 +139,11 @@ def test_demo_then_report_prints_the_demo_report(tmp_path):
     for s in ("PER-CRITERION", "FLIP RATE AT CUTOFF 78 (single draw, not mean)", "RECOMMENDED",
               "REMEDIATE FIRST", "NOT ESTABLISHED BY THIS REPORT"):
         assert s in text
+
+
+def test_clip_reported_by_report_from_file():
+    # "clipped on request, counted and reported": the report a user reads must say so
+    r = run_cli("report", str(FIXTURES / "bad_out_of_range.csv"), "--criteria", "a:10", "--clip",
+                "--cutoff", "3", "--format", "text")
+    assert r.returncode == 0, r.stderr
+    assert "1 score(s) outside 0..max were clipped" in r.stdout

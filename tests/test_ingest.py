@@ -181,3 +181,12 @@ def test_pool_import_and_duplicate_applicant(store):
     with pytest.raises(InputError) as exc:
         validate_pool(b"candidate_id,first_pass_score\na,1\nb,x\n", name="pool.csv")
     assert (exc.value.row, exc.value.column) == (2, "first_pass_score")
+
+
+def test_clipped_draws_are_reported_in_the_stored_audit_report(store):
+    from core.audit import analyze
+    from core.report import render_text
+
+    import_draws(store, "C", FIXTURES / "bad_out_of_range.csv", criteria="a:10", clip=True)
+    text = render_text(analyze(store, "C", cutoff=3))
+    assert "clipped" in text
