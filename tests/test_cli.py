@@ -147,3 +147,26 @@ def test_clip_reported_by_report_from_file():
                 "--cutoff", "3", "--format", "text")
     assert r.returncode == 0, r.stderr
     assert "1 score(s) outside 0..max were clipped" in r.stdout
+
+
+def test_locked_database_exit_2_says_in_use(tmp_path, capsys):
+    import subprocess
+    import sys
+    import textwrap
+
+    db = tmp_path / "held.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import duckdb, time
+        con = duckdb.connect({str(db)!r})
+        print("ready", flush=True)
+        time.sleep(30)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        code = main(["import", str(FIXTURES / "draws_long.csv"), "--db", str(db), "--audit", "A"])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert "in use" in err and len(err.strip().splitlines()) == 1
+    finally:
+        holder.kill()
+        holder.wait()
