@@ -194,6 +194,11 @@ def analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None = None,
                              f"frozen '{frozen_model}': a second population, excluded from the "
                              "statistics")
     guards["populations"] = pop
+    if "clipped" in long.columns:
+        n_clipped = int(long["clipped"].fillna(False).astype(bool).sum())
+        if n_clipped:
+            notes.append(f"{n_clipped} score(s) outside 0..max were clipped to the rubric's "
+                         "range at import")
     guards["total_source"] = draws.total_source
     guards["total_mismatch"] = draws.total_mismatch
     if draws.total_mismatch:

@@ -209,7 +209,11 @@ def icc1(cand: np.ndarray, values: np.ndarray, counts: np.ndarray, level: float 
     df1, df2 = K - 1, int(N - K)
     msb, msw = ssb / df1, ssw / df2
     n0 = (N - float(np.sum(counts ** 2)) / N) / (K - 1)
-    icc = (msb - msw) / (msb + (n0 - 1) * msw)
+    denom = msb + (n0 - 1) * msw
+    if not denom > 0:  # every total identical: the ratio is undefined
+        nan = float("nan")
+        return ICC1(nan, (nan, nan), msb, msw, float(n0), nan, df1, df2)
+    icc = (msb - msw) / denom
     a = (1 - level) / 2
     if msw > 0:
         f = msb / msw

@@ -152,7 +152,12 @@ def summarize(cutoff: float, candidate_ids: np.ndarray, k: np.ndarray, n: np.nda
         worst_candidate=None if w is None else str(candidate_ids[w]),
         worst_passes=0 if w is None else int(k[w]), worst_runs=0 if w is None else int(n[w]),
         worst_flip_rate=float("nan") if w is None else float(fr[w]),
-        flip_interval=interval, mean_disagreement=float(np.nanmean(disagreement(k, n))))
+        flip_interval=interval, mean_disagreement=_nanmean(disagreement(k, n)))
+
+
+def _nanmean(x: np.ndarray) -> float:
+    ok = ~np.isnan(x)
+    return float(np.mean(x[ok])) if ok.any() else float("nan")
 
 
 def effective_cutoff(pool_scores: np.ndarray, top_k: int, of_n: int | None = None) -> float:

@@ -130,11 +130,11 @@ def _text_column(df: pd.DataFrame, col: str, display: str) -> pd.Series:
 
 def _int_column(df: pd.DataFrame, col: str, display: str) -> np.ndarray:
     v = numeric_column(df, col, display)
-    bad = v != np.round(v)
+    bad = (v != np.round(v)) | (v < 1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{df[col].iloc[i]!r} is not a whole run number", file=display,
-                         row=i + 1, column=col)
+        raise InputError(f"{df[col].iloc[i]!r} is not a whole run number (runs are numbered 1, 2, 3…)",
+                         file=display, row=i + 1, column=col)
     return v.astype("int64")
 
 
@@ -162,7 +162,7 @@ def validate_draws(source: Source, *, name: str | None = None,
     crit_list = read_criteria(criteria) if isinstance(criteria, (str, Path)) else list(
         criteria or [])
     cols = set(df.columns)
-    if {"criterion", "score"} <= cols:
+    if cols & {"criterion", "score"}:
         layout = "long"
         require_columns(df, LONG_COLUMNS, display, "long draws (candidate_id, run, criterion, "
                         "score)")

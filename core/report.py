@@ -115,6 +115,8 @@ def report_dict(result: AuditResult, *, cutoff: float | None = None,
         "guards": {**result.guards, "statistics_withheld": withheld},
         "notes": list(result.notes),
         "temperature_zero_note": TEMPERATURE_ZERO_NOTE,
+        "settings": {"dead_tol_frac": s.dead_tol_frac, "anchor_min": s.anchor_min,
+                     "k": s.k if k is None else k, "comparison": s.comparison},
         "scope": scope_line(result),
         "invalidated_by": invalidated_by(result),
         "not_established": list(NOT_ESTABLISHED),
@@ -331,8 +333,10 @@ def _text_stats(d: dict[str, Any], L: list[str]) -> None:
         if d.get("share_not_in_any_criterion"):
             L.append(f"  not in any criterion (bonus, deductions, parsing): "
                      f"{_pct(d['share_not_in_any_criterion'])} of the total's within variance")
-        L.append("  share = share of the total's within-candidate variance; DEAD when both SDs "
-                 "<= 5% of max points; NOISY when within >= between")
+        tol = 100 * d["settings"]["dead_tol_frac"]
+        L.append(f"  share = share of the total's within-candidate variance; DEAD when both SDs "
+                 f"<= {tol:g}% of max points (or of the largest score when max is unknown); "
+                 "NOISY when within >= between")
     else:
         L.append("PER-CRITERION")
         L.append(f"  skipped: {d.get('criteria_skipped') or 'no criteria'}")
