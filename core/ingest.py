@@ -133,8 +133,8 @@ def _int_column(df: pd.DataFrame, col: str, display: str) -> np.ndarray:
     bad = (v != np.round(v)) | (v < 1)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{df[col].iloc[i]!r} is not a whole run number (runs are numbered 1, 2, 3…)",
-                         file=display, row=i + 1, column=col)
+        raise InputError(f"{df[col].iloc[i]!r} is not a whole run number (runs are numbered "
+                         "1, 2, 3…)", file=display, row=i + 1, column=col)
     return v.astype("int64")
 
 
