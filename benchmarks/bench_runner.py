@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.freeze import Criterion, FreezeSheet  # noqa: E402
-from core.runner import RunOptions, Runner  # noqa: E402
+from core.runner import Runner, RunOptions, _make_clients  # noqa: E402
 from core.screeners.http_json import HttpJsonScreener  # noqa: E402
 from core.store import Store  # noqa: E402
 
@@ -71,6 +71,26 @@ def bench_engine(url: str, calls: int, concurrency: int, db: Path) -> float:
     return wall
 
 
+def bench_raw_httpx(url: str, calls: int, concurrency: int) -> float:
+    """The floor: the same HTTP clients and concurrency, no engine (no parsing, no store)."""
+    async def go() -> float:
+        clients = _make_clients(RunOptions(concurrency=concurrency))
+        it = iter(range(calls))
+
+        async def worker(client: httpx.AsyncClient) -> None:
+            for i in it:
+                r = await client.post(url + "/score", json={"candidate_id": f"c{i}",
+                                                            "application": "x"})
+                r.json()
+        t0 = time.perf_counter()
+        await asyncio.gather(*[worker(clients[i % len(clients)]) for i in range(concurrency)])
+        wall = time.perf_counter() - t0
+        for c in clients:
+            await c.aclose()
+        return wall
+    return asyncio.run(go())
+
+
 def bench_sequential(url: str, n: int) -> float:
     """The naive loop: one call at a time, one row written per call."""
     import duckdb
@@ -102,8 +122,9 @@ def main() -> None:
 
     rows = []
     header = ("| calls | c | L (ms) | ideal ⌈calls/c⌉·L (s) | runner wall (s) | vs ideal | "
-              "sequential loop (s, extrapolated from n) | speed-up |")
-    sep = "|---|---|---|---|---|---|---|---|"
+              "raw httpx, no engine (s) | sequential loop (s, extrapolated from n) | "
+              "speed-up |")
+    sep = "|---|---|---|---|---|---|---|---|---|"
     print(header)
     print(sep)
     for lat in args.latency_ms:
@@ -112,6 +133,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 bench_engine(url, 256, args.concurrency, Path(tmp) / "warm.duckdb")  # warm-up
                 wall = bench_engine(url, args.calls, args.concurrency, Path(tmp) / "b.duckdb")
+            raw = bench_raw_httpx(url, args.calls, args.concurrency)
             seq = bench_sequential(url, args.sequential_calls)
         finally:
             proc.terminate()
@@ -119,7 +141,8 @@ def main() -> None:
         ideal = math.ceil(args.calls / args.concurrency) * lat / 1000.0
         seq_total = seq / args.sequential_calls * args.calls
         row = (f"| {args.calls} | {args.concurrency} | {lat:g} | {ideal:.2f} | {wall:.2f} | "
-               f"{100 * (wall / ideal - 1):+.1f}% | {seq_total:.1f} "
+               f"{100 * (wall / ideal - 1):+.1f}% | {raw:.2f} ({100 * (raw / ideal - 1):+.0f}%) | "
+               f"{seq_total:.1f} "
                f"(n={args.sequential_calls}) | {seq_total / wall:.0f}× |")
         rows.append(row)
         print(row, flush=True)

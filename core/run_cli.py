@@ -133,10 +133,17 @@ def _drive(cfg: AuditConfig, screener: Any, store: Store, show: bool) -> int:
     handle = RunHandle(store, cfg.audit_id, screener, cfg.options, prices=cfg.prices).start()
     interrupted = False
     last_line = 0.0
+    refined = False
     try:
         while not handle.join(0.2):
             st = handle.status()
             now = time.monotonic()
+            if not refined and st.state == "running" and st.preflight_latency_s is not None:
+                refined = True
+                if tty:
+                    print(file=err)
+                print(f"pre-flight: median latency {st.preflight_latency_s:.2f} s", file=err)
+                _print_estimate(cfg, screener, store, err, latency=st.preflight_latency_s)
             if tty:
                 print("\r" + progress_line(st), end="", file=err, flush=True)
             elif show and now - last_line >= 5.0:
