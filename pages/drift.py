@@ -19,6 +19,7 @@ import streamlit as st
 
 from core import drift as dr
 from core.errors import AuditError
+from ui.state import active_audit, get_store
 
 # ---------------------------------------------------------------- session-state keys (local)
 K_PANEL_BYTES = "drift_panel_bytes"
@@ -279,6 +280,29 @@ def _horizon_panel() -> None:
                    f"{_fmt(hz.weeks_ci95[0], 1)} to {_fmt(hz.weeks_ci95[1], 1)} weeks).")
     elif st2.identified:
         st.info("No unexplained drift detected (q = 0): the records give no re-audit date.")
+    _carry_into_reports(float(st.session_state[K_D]))
+
+
+def _carry_into_reports(D: float) -> None:
+    """Save this analysis so audit reports of one screener carry its re-audit date."""
+    store = get_store()
+    audit_id = active_audit(store)
+    default = ""
+    if audit_id is not None:
+        default = str(store.get_audit(audit_id)["freeze"].get("screener") or "")
+    c1, c2 = st.columns([3, 1])
+    screener = c1.text_input("Screener whose audit reports carry this date", value=default,
+                             key="drift_save_screener",
+                             help="The freeze sheet's screener name; every audit of it then "
+                                  "says 're-audit by …' under WHAT INVALIDATES THIS AUDIT.")
+    c2.write("")
+    if c2.button("Save to audit reports", key="drift_save", disabled=not screener.strip()):
+        try:
+            store.save_drift_result(screener.strip(), dr.drift_result_json(analysis, D))
+        except AuditError as exc:
+            st.error(_plain(exc))
+            return
+        st.success(f"Saved: reports of {screener.strip()} now carry this re-audit date.")
 
 
 st.header("Horizon")

@@ -54,3 +54,30 @@ def test_page_outcome_check_with_demo_series():
     assert not at.exception and not at.error
     pct = _metric(at, "Log ratio, % per month")
     assert pct.startswith("-") and pct.endswith("%")
+
+
+def test_saved_drift_date_is_carried_into_the_audit_report(tmp_path, monkeypatch):
+    """'Save to audit reports' stores the analysis; the demo audit's report then says
+    're-audit by <the page's date>' under WHAT INVALIDATES THIS AUDIT."""
+    from core.audit import analyze
+    from core.report import render_text
+    from core.store import Store
+
+    db = tmp_path / "audits.duckdb"
+    monkeypatch.setenv("AUDIT_DB", str(db))
+    at = AppTest.from_file(str(PAGE), default_timeout=60).run()
+    at.button(key="drift_demo").click().run()
+    date = next(s.value for s in at.success if s.value.startswith("Re-audit by "))
+    date = date.split()[2]
+    assert at.text_input(key="drift_save_screener").value == "acme-screener"
+    at.button(key="drift_save").click().run()
+    assert not at.exception and not at.error
+    assert any("now carry this re-audit date" in s.value for s in at.success)
+    # the page's cached store holds the file; release it before reading it here
+    import streamlit as st
+    st.cache_resource.clear()
+    store = Store(db)
+    saved = store.latest_drift_result("acme-screener")
+    assert saved["horizon"]["date"] == date
+    text = render_text(analyze(store, "demo-ENG-2291"))
+    assert f"re-audit by {date}" in text
