@@ -42,8 +42,10 @@ import hashlib
 import importlib.util
 import json
 import math
+import os
 import queue
 import random
+import ssl
 import sys
 import threading
 import time
@@ -393,9 +395,33 @@ def _make_clients(options: RunOptions) -> list[httpx.AsyncClient]:
     sizes = [c // n + (1 if i < c % n else 0) for i in range(n)]
     timeout = httpx.Timeout(options.timeout_s, connect=options.connect_timeout_s,
                             pool=options.timeout_s)
+    tls = _ssl_context()  # one verified TLS context shared by the shards (each costs ~25 ms)
     return [httpx.AsyncClient(limits=httpx.Limits(max_connections=size,
                                                   max_keepalive_connections=size),
-                              timeout=timeout, follow_redirects=False) for size in sizes]
+                              timeout=timeout, follow_redirects=False, verify=tls)
+            for size in sizes]
+
+
+_TLS: list[ssl.SSLContext] = []
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """A default, certificate-verifying context (certifi's roots, as httpx uses), made once."""
+    if not _TLS:
+        try:
+            import certifi
+            _TLS.append(ssl.create_default_context(cafile=certifi.where()))
+        except ImportError:  # pragma: no cover - certifi ships with httpx
+            _TLS.append(ssl.create_default_context())
+    return _TLS[0]
+
+
+_IDS = random.Random(int.from_bytes(os.urandom(16), "little"))
+
+
+def new_request_id() -> str:
+    """A random 128-bit request id (uuid4 form) without a system call per id."""
+    return uuid.UUID(int=_IDS.getrandbits(128), version=4).hex
 
 
 # ============================================================================ planning
@@ -689,7 +715,7 @@ class Runner:
     async def _one_call(self, client: httpx.AsyncClient | None, cid: str, run: int,
                         call_no: int, preflight: bool) -> tuple[bool, bool]:
         opts = self.options
-        request_id = uuid.uuid4().hex
+        request_id = new_request_id()
         seed = _derive_seed(opts.seed, cid, run, call_no)
         req = ScreenRequest(request_id, cid, run, self._apps.get(cid, ""), seed)
         started = _now()

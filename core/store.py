@@ -28,7 +28,12 @@ from core.errors import FrozenError, StoreError
 
 __all__ = ["Store", "SCHEMA_VERSION", "open_store"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: Migrations from version N to N + 1, applied in order on open.
+_MIGRATIONS = {
+    1: ["ALTER TABLE calls ADD COLUMN IF NOT EXISTS meta_json VARCHAR"],
+}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR);
@@ -59,7 +64,7 @@ CREATE TABLE IF NOT EXISTS calls (
     http_status INTEGER, status VARCHAR, error VARCHAR,
     raw_payload VARCHAR, payload_sha256 VARCHAR, model VARCHAR,
     input_tokens BIGINT, output_tokens BIGINT, cached_input_tokens BIGINT,
-    cost DOUBLE, seed BIGINT, source VARCHAR,
+    cost DOUBLE, seed BIGINT, source VARCHAR, meta_json VARCHAR,
     PRIMARY KEY (audit_id, request_id)
 );
 CREATE TABLE IF NOT EXISTS draws (
@@ -80,7 +85,7 @@ CREATE TABLE IF NOT EXISTS drift_results (
 CALL_COLUMNS = [
     "audit_id", "request_id", "candidate_id", "run", "attempts", "started_at", "finished_at",
     "latency_ms", "http_status", "status", "error", "raw_payload", "payload_sha256", "model",
-    "input_tokens", "output_tokens", "cached_input_tokens", "cost", "seed", "source",
+    "input_tokens", "output_tokens", "cached_input_tokens", "cost", "seed", "source", "meta_json",
 ]
 DRAW_COLUMNS = ["audit_id", "candidate_id", "run", "criterion", "score", "request_id", "model",
                 "clipped"]
@@ -147,6 +152,14 @@ class Store:
             row = cur.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
             if not row:
                 cur.execute("INSERT INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+            else:
+                version = int(row[0][0])
+                while version < SCHEMA_VERSION and version in _MIGRATIONS:
+                    for sql in _MIGRATIONS[version]:
+                        cur.execute(sql)
+                    version += 1
+                    cur.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                                [str(version)])
         except duckdb.Error as exc:
             raise StoreError(_explain_open_error(self.path, exc)) from None
 

@@ -30,6 +30,28 @@ def test_new_file_gets_schema_version(db_path):
     con.close()
 
 
+def test_version_1_file_is_migrated_and_keeps_its_draws(db_path):
+    """A file written before calls.meta_json existed opens, gains the column, keeps its data."""
+    s = Store(db_path)
+    s.write_results("A1", None, _draws())
+    s.close()
+    con = duckdb.connect(str(db_path))
+    con.execute("ALTER TABLE calls DROP COLUMN meta_json")
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    con.close()
+    s = Store(db_path)
+    assert len(s.load_draws("A1")) == 2
+    s.write_results("A1", pd.DataFrame({"request_id": ["x"], "candidate_id": ["A"], "run": [3],
+                                        "status": ["ok"], "meta_json": ['{"id": "resp-1"}']}),
+                    None)
+    assert s.load_calls("A1")["meta_json"].tolist() == ['{"id": "resp-1"}']
+    s.close()
+    con = duckdb.connect(str(db_path))
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchall() == [
+        (str(SCHEMA_VERSION),)]
+    con.close()
+
+
 def test_other_schema_version_is_refused(db_path):
     Store(db_path).close()
     con = duckdb.connect(str(db_path))
