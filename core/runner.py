@@ -875,6 +875,10 @@ class RunHandle:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.result: RunStatus | None = None
+        # Set when the run has ended. Waiting on an Event survives a Ctrl-C in the waiting
+        # thread; Thread.join interrupted by KeyboardInterrupt can leave is_alive() False
+        # while the thread still runs (CPython), and the store would be closed under it.
+        self._done = threading.Event()
 
     def start(self) -> RunHandle:
         if self._thread is not None:
@@ -893,6 +897,8 @@ class RunHandle:
             if st.state not in ("blocked", "failed"):
                 state = "blocked" if isinstance(exc, GuardError) else "failed"
                 self.runner._update(force=True, state=state, message=scrub(str(exc)))
+        finally:
+            self._done.set()
 
     def stop(self) -> None:
         """Ask the run to stop: in-flight calls are cancelled and recorded, writes flushed."""
@@ -902,15 +908,14 @@ class RunHandle:
         """Wait for the thread; True when it has ended."""
         if self._thread is None:
             return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        return self._done.wait(timeout)
 
     def status(self) -> RunStatus:
         return self.runner.status()
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread is not None and not self._done.is_set()
 
 
 class RunRegistry:
