@@ -454,6 +454,37 @@ def test_sigkill_mid_run_then_resume_gives_exactly_n_draws(tmp_path, server):
         assert SECRET.encode() not in text
 
 
+def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path, server):
+    """SIGINT (Ctrl-C): exit 130 with 'run the same command again', no crash at exit, the
+    in-flight calls recorded as cancelled; the same command then finishes with N draws each."""
+    server.set(latency_ms=20, seed=3)
+    runs, k = 6, 12
+    cfg = _write_config(tmp_path, server.url, runs, k)
+    db = tmp_path / "audit.duckdb"
+    env = {**os.environ, "FAKE_SCREENER_KEY": SECRET, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "core", "run", "--config", str(cfg), "--db", str(db),
+           "--no-progress"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while sum(1 for e in server.log if e.status == 200) < 20 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    err = err.decode()
+    assert proc.returncode == 130, err
+    assert "run the same command again to resume" in err
+    assert "Traceback" not in err and "FATAL" not in err and "terminate called" not in err
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    s = Store(db)
+    try:
+        assert draws_per_candidate(s, "kill") == {f"c{i:02d}": runs for i in range(k)}
+        assert s.load_calls("kill")["request_id"].is_unique
+    finally:
+        s.close()
+
+
 def test_api_key_never_in_errors_findings_or_store(tmp_path, server, monkeypatch):
     monkeypatch.setenv("FAKE_KEY_2", SECRET + "-b")
     server.set(status_override=401, echo_auth_on_error=True)
