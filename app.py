@@ -11,13 +11,15 @@ import streamlit as st
 
 from ui import state
 
-st.set_page_config(page_title="Screening score variance audit", page_icon="🎯", layout="wide")
-state.init_state()
+st.set_page_config(page_title="Screening score variance audit", page_icon=":material/target:",
+                   layout="wide")
+state.init_state(router=True)
 
 _here = Path(__file__).resolve().parent
-pages = [st.Page(path, title=title, url_path=url, default=(url == "flip"))
+pages = [st.Page(path, title=title, url_path=url)
          for url, (path, title) in state.PAGES.items() if (_here / path).exists()]
-pg = st.navigation({"Audit": [p for p in pages if p.url_path != "drift"],
-                    "Over time": [p for p in pages if p.url_path == "drift"]})
+sections = {"Audit": [p for p in pages if p.url_path != "drift"],
+            "Over time": [p for p in pages if p.url_path == "drift"]}
+pg = st.navigation({name: ps for name, ps in sections.items() if ps})
 state.sidebar(state.get_store())
 pg.run()

@@ -23,7 +23,8 @@ st.caption("For each rubric criterion: how much it moves between runs of the sam
 
 if result.withheld:
     st.error(f"Statistics are withheld: {result.withheld}.")
-    st.page_link(state.PAGES["run"][0], label="See the guard panel on the Run page", icon="➡️")
+    st.page_link(state.PAGES["run"][0], label="See the guard panel on the Run page",
+                 icon=state.NEXT)
     st.stop()
 for note in result.notes:
     st.warning(md_escape(note[:1].upper() + note[1:] + "."))

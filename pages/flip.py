@@ -30,7 +30,8 @@ st.caption("How often does the same application land on the other side of the cu
            "decides — never on the average of the runs.")
 if result.withheld:
     st.error(f"Statistics are withheld: {result.withheld}.")
-    st.page_link(state.PAGES["run"][0], label="See the guard panel on the Run page", icon="➡️")
+    st.page_link(state.PAGES["run"][0], label="See the guard panel on the Run page",
+                 icon=state.NEXT)
     st.stop()
 
 engine = result.live

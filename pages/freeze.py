@@ -205,6 +205,6 @@ if sheet is not None:
             state.show_error(exc, "Not saved")
         else:
             st.success("Saved. Next: frame the sample.")
-            st.page_link(state.PAGES["sample"][0], label="Go to step 2 · Sample", icon="➡️")
+            st.page_link(state.PAGES["sample"][0], label="Go to step 2 · Sample", icon=state.NEXT)
 
 _new_audit(audit)

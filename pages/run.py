@@ -84,15 +84,15 @@ with tab_run:
 
     if sheet is None:
         st.info("The freeze sheet is not complete: finish it before any run.")
-        st.page_link(state.PAGES["freeze"][0], label="Go to step 1 · Freeze", icon="➡️")
+        st.page_link(state.PAGES["freeze"][0], label="Go to step 1 · Freeze", icon=state.NEXT)
     elif sheet.blockers():
         st.error("Blocked because " + sheet.blockers()[0] + ". No call is made until the "
                  "clearance is confirmed on the Freeze page.")
-        st.page_link(state.PAGES["freeze"][0], label="Go to step 1 · Freeze", icon="➡️")
+        st.page_link(state.PAGES["freeze"][0], label="Go to step 1 · Freeze", icon=state.NEXT)
     elif not len(candidates):
         st.info("This audit has no sample yet: frame one from the pool first (or upload "
                 "exported draws in the other tab).")
-        st.page_link(state.PAGES["sample"][0], label="Go to step 2 · Sample", icon="➡️")
+        st.page_link(state.PAGES["sample"][0], label="Go to step 2 · Sample", icon=state.NEXT)
     else:
         allowed = COMMON_KEYS | KIND_KEYS.get(kind, set())
         options = {k: v for k, v in screener_cfg.items() if k in allowed}
@@ -143,6 +143,8 @@ with tab_run:
                 d = len(store.completed_pairs(audit_id))
                 st.progress(min(d / planned, 1.0) if planned else 0.0,
                             text=f"{d} of {planned} draws stored · not running")
+                st.subheader("Guards")
+                _guard_panel()
                 return
             s = h.status()
             eta = "" if s.eta_s is None or not h.running else f" · about {seconds(s.eta_s)} left"
@@ -161,10 +163,13 @@ with tab_run:
                     st.rerun(scope="app")
             elif active:  # it just ended: redraw the page (sidebar, buttons)
                 st.rerun(scope="app")
+            st.subheader("Guards")
+            _guard_panel()
 
         progress()
-    st.subheader("Guards")
-    _guard_panel()
+    if not (sheet is not None and not sheet.blockers() and len(candidates)):
+        st.subheader("Guards")
+        _guard_panel()
 
 # ----------------------------------------------------------------------------- upload
 with tab_upload:

@@ -1,6 +1,7 @@
 """Step 2 — frame a stratified sample from the req's pool: band candidates plus anchors."""
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from core import charts
@@ -55,7 +56,7 @@ if upload is not None:
 if not len(pool):
     st.info("Upload the pool to draw a sample. Already have a vendor's exported draws? "
             "Upload them on the Run page instead.")
-    st.page_link(state.PAGES["run"][0], label="Go to step 3 · Run", icon="➡️")
+    st.page_link(state.PAGES["run"][0], label="Go to step 3 · Run", icon=state.NEXT)
     st.stop()
 
 scores = pool["first_pass_score"].to_numpy(dtype="float64")
@@ -76,7 +77,7 @@ if len(candidates):
         st.plotly_chart(charts.pool_histogram(scores, zones_t), width="stretch",
                         key="saved-hist")
     st.caption("To draw another sample, start a new audit from this sheet on the Freeze page.")
-    st.page_link(state.PAGES["run"][0], label="Next: step 3 · Run", icon="➡️")
+    st.page_link(state.PAGES["run"][0], label="Next: step 3 · Run", icon=state.NEXT)
     st.stop()
 
 # ----------------------------------------------------------------------------- framing
@@ -149,7 +150,10 @@ st.dataframe(frame.sample, hide_index=True, height=260, key="sample-draft")
 
 if st.button("Save this sample to the audit", type="primary"):
     try:
-        store.upsert_candidates(audit_id, frame.sample)
+        # no application text yet (a simulated screener derives a profile from the id); the
+        # column is passed as text so the store's upsert binds it to its VARCHAR column
+        store.upsert_candidates(audit_id, frame.sample.assign(
+            application=pd.Series([None] * len(frame.sample), dtype=object)))
         store.update_settings(audit_id, {"cutoff": float(cutoff) if top_k is None
                                          else settings.get("cutoff", float(cutoff)),
                                          "top_k": None if top_k is None else int(top_k),

@@ -50,6 +50,7 @@ PENDING_DRAWS = "pending_draws"      # a validated draws import waiting for the 
 PENDING_POOL = "pending_pool"        # a validated pool import waiting for the confirm button
 SAMPLE_DRAFT = "sample_draft"        # a drawn (not yet saved) stratified sample
 UPLOAD_NONCE = "upload_nonce"        # bumps the uploader keys to clear them after a commit
+URL_AUDIT = "audit"                  # the active audit in the URL (?audit=…), so a reload keeps it
 
 #: Defaults of every slider-driven value (per audit); ``None`` = "take it from the audit".
 DEFAULTS: dict[str, Any] = {
@@ -76,6 +77,7 @@ PAGES: dict[str, tuple[str, str]] = {
 }
 
 _ROOT = Path(__file__).resolve().parent.parent
+NEXT = ":material/arrow_forward:"   # the icon of "go to the step that fixes it" links
 
 
 def db_path() -> str:
@@ -143,9 +145,40 @@ def run_registry() -> RunRegistry:
 
 
 # ----------------------------------------------------------------------------- session
-def init_state() -> None:
-    """Create every non-widget key with its default (idempotent)."""
+_ROUTED = "_routed_by_app"      # set by app.py on every run
+_REROUTED = "_rerouted_once"
+
+
+def _route_through_app() -> None:
+    """Make sure a page runs under app.py's ``st.navigation``.
+
+    Streamlit 1.67 decides per *process* whether to treat ``pages/`` the legacy way, and only
+    switches that off once some run calls ``st.navigation``. So when the very first request
+    after a server start is a deep link (``/flip``), the page script runs alone, without the
+    router and its sidebar. Detect it, switch the legacy mode off, and rerun once: the rerun
+    goes through app.py and lands on the same URL.
+    """
     ss = st.session_state
+    if ss.get(_ROUTED) or ss.get(_REROUTED):
+        return
+    from streamlit.runtime.pages_manager import PagesManager
+
+    PagesManager.uses_pages_directory = False
+    ss[_REROUTED] = True
+    st.rerun()
+
+
+def init_state(*, router: bool = False) -> None:
+    """Create every non-widget key with its default (idempotent).
+
+    ``router=True`` from app.py; a page calls it without, and is re-routed through app.py when
+    it was started alone (see :func:`_route_through_app`).
+    """
+    ss = st.session_state
+    if router:
+        ss[_ROUTED] = True
+    else:
+        _route_through_app()
     ss.setdefault(LIVE, {})
     ss.setdefault(PENDING_DRAWS, None)
     ss.setdefault(PENDING_POOL, None)
@@ -163,7 +196,9 @@ def active_audit(store: Store) -> str | None:
     if current is not None and store.audit_exists(current):
         return current
     ids = [str(a) for a in store.list_audits()["audit_id"]]
-    choice = DEMO_AUDIT_ID if DEMO_AUDIT_ID in ids else (ids[0] if ids else None)
+    from_url = st.query_params.get(URL_AUDIT)
+    choice = (from_url if from_url in ids else DEMO_AUDIT_ID if DEMO_AUDIT_ID in ids
+              else (ids[0] if ids else None))
     if choice is not None:
         ss[ACTIVE_AUDIT] = choice
     return choice
@@ -233,7 +268,7 @@ def require(ok: bool, message: str, page: str, label: str) -> None:
     """Guard a prerequisite: explain, link to the step that fixes it, stop the page."""
     if not ok:
         st.info(message)
-        st.page_link(PAGES[page][0], label=label, icon="➡️")
+        st.page_link(PAGES[page][0], label=label, icon=NEXT)
         st.stop()
 
 
@@ -303,7 +338,10 @@ def step_status(store: Store, audit_id: str) -> list[StepStatus]:
     return out
 
 
-_ICONS = {"done": "✅", "needs": "⬜", "blocked": "⛔", "running": "⏳"}
+_ICONS = {"done": ":green[:material/check_circle:]",
+          "needs": ":gray[:material/radio_button_unchecked:]",
+          "blocked": ":red[:material/block:]",
+          "running": ":orange[:material/pending:]"}
 
 
 def sidebar(store: Store) -> str | None:
@@ -316,7 +354,9 @@ def sidebar(store: Store) -> str | None:
     if pending in ids:
         ss[ACTIVE_AUDIT] = pending
     if ss.get(ACTIVE_AUDIT) not in ids:
-        ss[ACTIVE_AUDIT] = DEMO_AUDIT_ID if DEMO_AUDIT_ID in ids else (ids[0] if ids else None)
+        from_url = st.query_params.get(URL_AUDIT)  # a reload keeps the audit (it is in the URL)
+        ss[ACTIVE_AUDIT] = (from_url if from_url in ids else DEMO_AUDIT_ID
+                            if DEMO_AUDIT_ID in ids else (ids[0] if ids else None))
     with st.sidebar:
         if not ids:
             st.warning("No audit in the database yet: start one on the Freeze page.")
@@ -325,6 +365,8 @@ def sidebar(store: Store) -> str | None:
             "Active audit", ids, key=ACTIVE_AUDIT,
             format_func=lambda a: f"{a} · {int(evaluations.get(a, 0))} evaluations",
             help=f"Audits stored in {store.path}")
+        if st.query_params.get(URL_AUDIT) != audit_id:
+            st.query_params[URL_AUDIT] = audit_id
         audit = store.get_audit(audit_id)
         st.caption("Harness hash (the audit's version)")
         st.code(audit["harness_hash"] or "not frozen", language=None, wrap_lines=True)

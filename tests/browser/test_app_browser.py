@@ -1,0 +1,197 @@
+"""The app in a real browser: demo on first start, live slider, uploads, a background run.
+
+One server (fresh data folder) serves the tests in order; the malformed-upload test has its own
+server so the database can be inspected after it stops. Screenshots of every page go to
+docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.audit import analyze
+from core.demo import DEMO_AUDIT_ID, build_demo, ensure_demo
+from core.store import Store
+from tests.browser.conftest import AppServer, live_numbers, nav, open_page, screenshot, wait_idle
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def engine():
+    """The demo analysed in this process: the numbers the page must show."""
+    store = Store(":memory:")
+    ensure_demo(store)
+    return analyze(store, DEMO_AUDIT_ID)
+
+
+def _sidebar_text(page) -> str:
+    """The sidebar's text, with the active audit picker's current value."""
+    side = page.locator('[data-testid="stSidebar"]')
+    picked = side.get_by_role("combobox", name="Active audit").input_value()
+    return side.inner_text() + "\n" + picked
+
+
+def test_fresh_folder_opens_into_the_demo(server, page):
+    open_page(page, server)
+    assert DEMO_AUDIT_ID in _sidebar_text(page)
+    main = page.locator('[data-testid="stMain"]').inner_text()
+    assert "This harness is frozen" in main
+    assert "Harness hash" in _sidebar_text(page)
+    screenshot(page, "freeze")
+
+
+def test_flip_slider_by_keyboard_matches_the_engine(server, page, engine):
+    open_page(page, server, "flip")
+    first = live_numbers(page)
+    view = engine.view(78.0, 2.0)
+    assert first["cutoff"] == "78"
+    assert int(first["flips"]) == view.flip.candidates_with_flip
+    assert first["reviews"] == f"{view.manual_reviews_per_req:.1f}"
+    screenshot(page, "flip")
+    thumb = page.locator('[data-testid="stSlider"] input[type="range"]').first
+    thumb.focus()
+    thumb.press("ArrowRight")
+    thumb.press("ArrowRight")
+    deadline = time.monotonic() + 20
+    now = first
+    while time.monotonic() < deadline:
+        wait_idle(page)
+        now = live_numbers(page)
+        if now["cutoff"] == "80":
+            break
+    assert now["cutoff"] == "80"
+    moved = engine.view(80.0, 2.0)
+    assert int(now["flips"]) == moved.flip.candidates_with_flip
+    assert now["reviews"] == f"{moved.manual_reviews_per_req:.1f}"
+    assert now["reviews"] != first["reviews"]
+    metric = page.locator('[data-testid="stMetric"]', has_text="Candidates with any flip")
+    assert f"{moved.flip.candidates_with_flip} of 40" in metric.inner_text()
+    # the band page follows the same cutoff; its k slider moves the band live
+    nav(page, "6 · Band")
+    assert live_numbers(page, "band-live-numbers")["cutoff"] == "80"
+    screenshot(page, "band")
+    nav(page, "4 · Criteria")
+    text = page.locator('[data-testid="stMain"]').inner_text()
+    assert "DEAD — experience" in text and "1. projects" in text
+    screenshot(page, "criteria")
+    nav(page, "2 · Sample")
+    screenshot(page, "sample")
+
+
+def _upload(page, path: Path) -> None:
+    page.get_by_role("tab", name="Upload exported draws").click()
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
+    wait_idle(page, settle=0.5)
+
+
+def test_upload_draws_then_criteria_shows_them(server, page, tmp_path):
+    rng = np.random.default_rng(7)
+    rows = []
+    for i in range(12):
+        base = rng.normal(5, 2)
+        for run in range(1, 6):
+            rows.append((f"v-{i:02d}", run, "clarity", round(base + rng.normal(0, 0.3))))
+            rows.append((f"v-{i:02d}", run, "depth<b>x</b>", round(5 + rng.normal(0, 2.5))))
+    path = tmp_path / "vendor.csv"
+    pd.DataFrame(rows, columns=["candidate_id", "run", "criterion", "score"]).to_csv(path,
+                                                                                  index=False)
+    open_page(page, server, "run")
+    _upload(page, path)
+    summary = page.locator(".st-key-import-summary").inner_text()
+    assert "12 candidates × 5 runs = 60 evaluations" in summary
+    page.get_by_label("New audit id").fill("vendor-upload")
+    page.get_by_label("New audit id").press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name=re.compile("Confirm: store these draws")).click()
+    page.wait_for_url(re.compile(r"/criteria"))
+    wait_idle(page, settle=0.8)
+    assert "vendor-upload" in _sidebar_text(page)
+    main = page.locator('[data-testid="stMain"]')
+    text = main.inner_text()
+    assert "12 candidates" in text and "60 evaluations" in text
+    # the criteria table (a canvas grid) exposes its cells to assistive tech as a table
+    grid = page.locator('[data-testid="stDataFrame"]').first.text_content()
+    assert "clarity" in grid
+    # user text is never markup: the criterion name shows literally, no <b> element appears
+    assert "depth<b>x</b>" in text or "depth<b>x</b>" in grid
+    assert main.locator("b", has_text="x").count() == 0
+
+
+def test_run_survives_page_switch_and_reload_then_resumes(server, page):
+    open_page(page, server, "")
+    page.get_by_label("New audit id").fill("run-e2e")
+    page.get_by_role("button", name="Create the audit").click()
+    wait_idle(page, settle=0.8)
+    assert "run-e2e" in _sidebar_text(page)
+    nav(page, "2 · Sample")
+    page.get_by_role("button", name="Save this sample to the audit").click()
+    wait_idle(page, settle=0.8)
+    assert "40 candidates" in page.locator('[data-testid="stMain"]').inner_text()
+    nav(page, "3 · Run")
+    for label, value in (("Runs per candidate", "6"), ("Calls in flight", "2"),
+                         ("Simulated latency per call (ms)", "100")):
+        page.get_by_label(label).fill(value)
+        page.get_by_label(label).press("Enter")
+        wait_idle(page)
+    page.get_by_role("button", name="Start the run").click()
+    state = page.locator(".st-key-run-state")
+    state.wait_for()
+    page.wait_for_function(
+        "() => /run state: (preflight|running)/.test(document.querySelector('.st-key-run-state')?.innerText || '')")
+    screenshot(page, "run")
+    nav(page, "5 · Flip")
+    nav(page, "3 · Run")
+    page.wait_for_function(
+        "() => /run state: running/.test(document.querySelector('.st-key-run-state')?.innerText || '')")
+    before = int(re.search(r"draws (\d+) of", state.inner_text()).group(1))
+    assert 0 < before < 240
+    # reload mid-run: a new session finds the same run (the URL keeps the audit)
+    page.reload()
+    page.wait_for_selector(".st-key-run-state")
+    assert "run-e2e" in _sidebar_text(page)
+    assert "running" in page.locator(".st-key-run-state").inner_text()
+    page.get_by_role("button", name="Stop the run").click()
+    page.wait_for_function(
+        "() => /run state: stopped/.test(document.querySelector('.st-key-run-state')?.innerText || '')")
+    wait_idle(page, settle=0.8)
+    stopped = int(re.search(r"draws (\d+) of",
+                            page.locator(".st-key-run-state").inner_text()).group(1))
+    assert 0 < stopped < 240
+    page.get_by_role("button", name="Resume the run").click()
+    page.wait_for_function(
+        "() => /Every candidate has its 6 runs \\(240 draws\\)/.test(document.querySelector('[data-testid=\"stMain\"]').innerText)",
+        timeout=60_000)
+
+
+def test_malformed_upload_says_why_and_writes_nothing(tmp_path_factory, browser):
+    srv = AppServer(tmp_path_factory.mktemp("malformed")).start()
+    path = tmp_path_factory.mktemp("files") / "broken.csv"
+    path.write_text("candidate_id,run,criterion,score\nA,1,x,3\nA,2,x,abc\nB,1,x,4\nB,2,x,5\n")
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        open_page(page, srv, "run")
+        _upload(page, path)
+        msg = page.locator(".st-key-import-error").inner_text()
+        assert "nothing was stored" in msg
+        assert "broken.csv" in msg and "row 2" in msg and "score" in msg
+        assert "Traceback" not in page.locator('[data-testid="stMain"]').inner_text()
+        assert page.get_by_role("button", name=re.compile("Confirm")).count() == 0
+    finally:
+        context.close()
+        srv.stop()
+    store = Store(srv.db, read_only=True)
+    try:
+        assert list(store.list_audits()["audit_id"]) == [DEMO_AUDIT_ID]
+        assert len(store.list_imports(DEMO_AUDIT_ID)) == 0
+        demo = build_demo()
+        assert store.n_draws(DEMO_AUDIT_ID) == len(demo["draws"])
+    finally:
+        store.close()
