@@ -361,10 +361,11 @@ def sidebar(store: Store) -> str | None:
         if not ids:
             st.warning("No audit in the database yet: start one on the Freeze page.")
             return None
-        audit_id = st.selectbox(
-            "Active audit", ids, key=ACTIVE_AUDIT,
-            format_func=lambda a: f"{a} · {int(evaluations.get(a, 0))} evaluations",
-            help=f"Audits stored in {store.path}")
+        # options are the bare ids: a label that changes (e.g. a live draw count) would make
+        # Streamlit treat it as a new widget and reset the choice
+        audit_id = st.selectbox("Active audit", ids, key=ACTIVE_AUDIT,
+                                help=f"Audits stored in {store.path}")
+        st.caption(f"{int(evaluations.get(audit_id, 0))} evaluations stored")
         if st.query_params.get(URL_AUDIT) != audit_id:
             st.query_params[URL_AUDIT] = audit_id
         audit = store.get_audit(audit_id)
