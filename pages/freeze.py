@@ -76,8 +76,9 @@ def _new_audit(source: dict | None) -> None:
     try:
         if origin == "this sheet" and source is not None:
             sheet = FreezeSheet.from_dict(source["freeze"])
-            store.save_audit(new_id, sheet.to_dict(), sheet.hash,
-                             {k: v for k, v in source["settings"].items()})
+            # the same harness: keep the stored sheet and its hash byte for byte
+            store.save_audit(new_id, source["freeze"], source["harness_hash"],
+                             dict(source["settings"]))
             store.set_criteria(new_id, criteria_frame(list(sheet.criteria)))
             pool = store.get_pool(source["audit_id"])
             if len(pool):

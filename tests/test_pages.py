@@ -1,0 +1,204 @@
+"""AppTest of every page on a fresh database (the demo audit), asserting real values.
+
+``AUDIT_DB`` points at a temporary folder, so the first run creates the demo. AppTest runs the
+whole script on each ``.run()``; fragments and run_every need the browser tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.audit import analyze
+from core.demo import DEMO_AUDIT_ID
+from core.store import Store
+from ui.format import LIVE_LINE_RE
+
+TIMEOUT = 60
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "audits.duckdb"
+    monkeypatch.setenv("AUDIT_DB", str(path))
+    return path
+
+
+@pytest.fixture()
+def app(db) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    assert not at.exception
+    return at
+
+
+def _store(at: AppTest) -> Store:
+    """The app's own store (the cached resource), to compute what the page must show."""
+    from ui.state import _open_store, db_path
+    return _open_store(db_path())
+
+
+def _open(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _plain(markdown: str) -> str:
+    """Message text without the Markdown escapes that keep user text literal."""
+    return markdown.replace("\\", "")
+
+
+def _live(at: AppTest) -> dict[str, str]:
+    for c in at.caption:
+        m = LIVE_LINE_RE.search(c.value)
+        if m:
+            return m.groupdict()
+    raise AssertionError("no live line on the page")
+
+
+def test_first_start_opens_the_demo_with_its_step_status(app):
+    assert app.sidebar.selectbox(key="active_audit").value == DEMO_AUDIT_ID
+    steps = " ".join(m.value for m in app.sidebar.markdown)
+    for step in ("Freeze", "Sample", "Run", "Criteria", "Flip", "Band"):
+        assert step in steps
+    assert "done — 600 draws" in steps
+    # the freeze page (default) shows the locked sheet with its hash
+    assert any("frozen" in s.value for s in app.success)
+    assert any(len(c.value) == 64 for c in app.code)
+
+
+def test_flip_page_matches_the_engine_at_78_and_moves_with_the_slider(app):
+    at = _open(app, "flip")
+    result = analyze(_store(at), DEMO_AUDIT_ID)
+    view = result.view(78.0, 2.0)
+    metric = {m.label: m.value for m in at.metric}
+    assert metric["Candidates with any flip"] == f"{view.flip.candidates_with_flip} of 40"
+    assert metric["Worst candidate"] == f"{view.flip.worst_passes}/{view.flip.worst_runs} pass"
+    live = _live(at)
+    assert live["cutoff"] == "78"
+    assert int(live["flips"]) == view.flip.candidates_with_flip
+    assert live["reviews"] == f"{view.manual_reviews_per_req:.1f}"
+    at.slider(key="w_cutoff").set_value(84.0).run()
+    moved = result.view(84.0, 2.0)
+    live = _live(at)
+    assert live["cutoff"] == "84"
+    assert int(live["flips"]) == moved.flip.candidates_with_flip
+    assert live["reviews"] == f"{moved.manual_reviews_per_req:.1f}"
+    assert live["reviews"] != f"{view.manual_reviews_per_req:.1f}"
+    # the flip table lists every candidate, flipping ones first
+    table = at.dataframe[0].value
+    assert len(table) == 40
+    assert table["flips"].iloc[0] and table["flips"].sum() == moved.flip.candidates_with_flip
+
+
+def test_flip_page_top_k_gives_the_effective_cutoff(app):
+    at = _open(app, "flip")
+    at.radio(key="w_mode").set_value("top-k").run()
+    assert not at.exception
+    at.number_input(key="w_top_k").set_value(60).run()
+    pool = _store(at).get_pool(DEMO_AUDIT_ID)["first_pass_score"].sort_values(ascending=False)
+    assert _live(at)["cutoff"] == f"{pool.iloc[59]:g}"
+
+
+def test_criteria_page_shows_verdicts_and_reliability(app):
+    at = _open(app, "criteria")
+    table = at.dataframe[0].value
+    verdicts = dict(zip(table["criterion"], table["verdict"]))
+    assert verdicts["experience"] == "DEAD"
+    assert verdicts["projects"] == "NOISY"
+    assert verdicts["technical_skills"] == "WORKING"
+    assert any(w.value.startswith("DEAD — experience returns 20/20 for 36/40") for w in at.warning)
+    lines = [t.value for t in at.text]
+    assert lines[0].startswith("1. projects") and lines[1].startswith("2. experience")
+    result = analyze(_store(at), DEMO_AUDIT_ID)
+    icc = {m.label: m.value for m in at.metric}["ICC(1) of the total"]
+    assert icc == f"{result.icc.icc1:.2f}"
+
+
+def test_band_page_k_slider_capacity_and_report(app):
+    at = _open(app, "band")
+    result = analyze(_store(at), DEMO_AUDIT_ID)
+    metrics = {m.label: m.value for m in at.metric}
+    v = result.view(78.0, 2.0)
+    assert metrics["Manual-review band"] == f"{v.band.low:.1f} – {v.band.high:.1f}"
+    assert v.over_capacity  # the demo's 40 reviews per req are exceeded at k = 2
+    assert any("leaves" in w.value and "to chance" in w.value for w in at.warning)
+    assert any("normal approximation" in c.value for c in at.caption)
+    at.slider(key="w_k").set_value(1.0).run()
+    v1 = result.view(78.0, 1.0)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Manual-review band"] == f"{v1.band.low:.1f} – {v1.band.high:.1f}"
+    assert _live(at)["reviews"] == f"{v1.manual_reviews_per_req:.1f}"
+    report = at.code[-1].value
+    assert "FLIP RATE AT CUTOFF 78" in report and "NOT ESTABLISHED BY THIS REPORT" in report
+    assert "k = 1" in report
+    # the manual half-width override wins over both rules
+    at.toggle(key="w_override_on").set_value(True).run()
+    at.number_input(key="w_override").set_value(5.0).run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Manual-review band"] == "73.0 – 83.0"
+
+
+def test_sample_page_shows_the_saved_sample(app):
+    at = _open(app, "sample")
+    saved = " ".join(s.value for s in at.success)
+    assert saved.startswith("40 candidates:")
+    for part in ("24 band", "8 high", "8 low", "locked"):
+        assert part in saved
+
+
+def test_run_page_guard_panel_and_done_state(app):
+    at = _open(app, "run")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Calls stored"] == "600"
+    assert metrics["Failed or unparsed calls"] == "0"
+    assert any("Every candidate has its 15 runs (600 draws)" in s.value for s in at.success)
+
+
+def test_new_audit_from_the_frozen_sheet_copies_sheet_and_pool(app):
+    at = app  # the default page is Freeze, showing the demo's locked sheet
+    at.text_input[0].set_value("eng-2291-r8")
+    at.button[0].click().run()
+    assert not at.exception
+    store = _store(at)
+    assert store.audit_exists("eng-2291-r8")
+    assert store.get_audit("eng-2291-r8")["harness_hash"] == \
+        store.get_audit(DEMO_AUDIT_ID)["harness_hash"]
+    assert len(store.get_pool("eng-2291-r8")) == 410
+    assert store.n_draws("eng-2291-r8") == 0
+
+
+def _app_on(db, audit_id: str) -> AppTest:
+    """A session opened on ``?audit=<id>`` (how a reload keeps the active audit)."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["audit"] = audit_id
+    at.run()
+    assert not at.exception
+    return at
+
+
+def test_guards_send_a_user_to_the_step_that_fixes_it(db):
+    from core.freeze import FreezeSheet
+
+    store = Store(db)
+    sheet = FreezeSheet(req_id="blank")
+    store.save_audit("blank-audit", sheet.to_dict(), sheet.hash, {})
+    store.close()
+    at = _app_on(db, "blank-audit")
+    assert at.sidebar.selectbox(key="active_audit").value == "blank-audit"
+    # the unsaved sheet is editable and its missing clearance blocks a run
+    assert any(_plain(e.value).startswith("Blocked because side-effect clearance")
+               for e in at.error)
+    for page in ("flip", "band", "criteria"):
+        at = _open(at, page)
+        assert any("no draws yet" in i.value for i in at.info), page
+    at = _open(at, "run")
+    assert any(_plain(e.value).startswith("Blocked because side-effect clearance")
+               for e in at.error)
+    at = _open(at, "sample")
+    assert any("Upload the pool" in i.value for i in at.info)
