@@ -125,7 +125,10 @@ with tab_run:
             try:
                 screener = build_screener(kind, options, criteria=sheet.criteria, sheet=sheet,
                                           seed=int(seed), secrets=_secrets())
-                store.update_settings(audit_id, {"runs": int(runs), "concurrency": int(conc)})
+                # stored (never a key), so the disabled inputs of a running audit show them
+                store.update_settings(audit_id, {"runs": int(runs), "concurrency": int(conc),
+                                                 "seed": int(seed),
+                                                 "screener": {**options, "kind": kind}})
                 registry.start(store, audit_id, screener,
                                RunOptions(runs=int(runs), concurrency=int(conc), seed=int(seed)),
                                prices=PriceTable.from_dict(settings.get("prices")))

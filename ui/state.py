@@ -314,7 +314,8 @@ def step_status(store: Store, audit_id: str) -> list[StepStatus]:
     pairs = len(store.completed_pairs(audit_id)) if n_draws else 0
     if handle is not None and handle.running:
         stt = handle.status()
-        out.append(StepStatus("run", "running", f"running — {stt.done} of {stt.total} draws"))
+        out.append(StepStatus("run", "running", f"running — {stt.done} of {stt.total} draws"
+                              if stt.total else "running — starting"))
     elif not n_draws:
         blocked = sheet is not None and sheet.blockers() and n_cands
         out.append(StepStatus("run", "blocked" if blocked else "needs",

@@ -145,13 +145,13 @@ def test_run_survives_page_switch_and_reload_then_resumes(server, page):
     state.wait_for()
     page.wait_for_function(
         "() => /run state: (preflight|running)/.test(document.querySelector('.st-key-run-state')?.innerText || '')")
-    screenshot(page, "run")
     nav(page, "5 · Flip")
     nav(page, "3 · Run")
     page.wait_for_function(
         "() => /run state: running/.test(document.querySelector('.st-key-run-state')?.innerText || '')")
     before = int(re.search(r"draws (\d+) of", state.inner_text()).group(1))
     assert 0 < before < 240
+    screenshot(page, "run")
     # reload mid-run: a new session finds the same run (the URL keeps the audit)
     page.reload()
     page.wait_for_selector(".st-key-run-state")
