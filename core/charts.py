@@ -6,6 +6,8 @@ Candidate ids and criterion names go into figures as data (Plotly escapes them),
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -20,9 +22,16 @@ _LAYOUT = dict(template="plotly_white", margin=dict(l=40, r=20, t=50, b=40), hei
                font=dict(size=13))
 
 
+def _safe(values: object) -> np.ndarray:
+    """User text for Plotly: it renders tags such as <b> or <a href> in labels, so escape."""
+    return np.array([html.escape(str(v)) for v in np.asarray(values, dtype=object)],
+                    dtype=object)
+
+
 def criteria_chart(table: pd.DataFrame) -> go.Figure:
     """Within- vs between-candidate SD per criterion, coloured by verdict."""
-    t = table[table["criterion"] != "total"]
+    t = table[table["criterion"] != "total"].assign(
+        criterion=lambda d: _safe(d["criterion"]))
     fig = go.Figure()
     fig.add_bar(name="within-candidate SD (noise)", x=t["criterion"], y=t["within_sd"],
                 marker_color=[VERDICT_COLOURS.get(v, "#264653") for v in t["verdict"]],
@@ -48,7 +57,7 @@ def draws_strip(candidate_ids: np.ndarray, cand: np.ndarray, total: np.ndarray,
     x = rank[cand][shown]
     y = total[shown]
     flip_draw = flips[cand][shown]
-    labels = np.asarray(candidate_ids, dtype=object)[cand][shown]
+    labels = _safe(candidate_ids)[cand][shown]
     fig = go.Figure()
     rng = np.random.default_rng(0)
     jitter = rng.uniform(-0.25, 0.25, size=len(x))

@@ -154,8 +154,13 @@ class FreezeSheet:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["criteria"] = [{"name": c.name, "max": c.max_points, "weight": c.weight}
-                         for c in self.criteria]
+        # numbers in one canonical type, so 35 and 35.0 give the same hash
+        d["criteria"] = [{"name": c.name,
+                          "max": None if c.max_points is None else float(c.max_points),
+                          "weight": float(c.weight)} for c in self.criteria]
+        for key in ("temperature", "top_p"):
+            if d[key] is not None:
+                d[key] = float(d[key])
         return d
 
     def validate(self) -> None:

@@ -311,13 +311,14 @@ class Store:
     def upsert_candidates(self, audit_id: str, candidates: pd.DataFrame,
                           cur: duckdb.DuckDBPyConnection | None = None) -> None:
         """Insert candidates; existing ones get their stratum / first-pass score filled in."""
-        frame = candidates.assign(audit_id=audit_id).reindex(columns=CANDIDATE_COLUMNS)
+        frame = _candidate_frame(audit_id, candidates)
 
         def _do(c: duckdb.DuckDBPyConnection) -> None:
             c.register("_incoming_candidates", frame)
             try:
                 c.execute("""
-                    INSERT INTO candidates SELECT * FROM _incoming_candidates
+                    INSERT INTO candidates SELECT audit_id, candidate_id, stratum,
+                        first_pass_score, application FROM _incoming_candidates
                     ON CONFLICT (audit_id, candidate_id) DO UPDATE SET
                       stratum = coalesce(excluded.stratum, candidates.stratum),
                       first_pass_score = coalesce(excluded.first_pass_score,
@@ -330,6 +331,24 @@ class Store:
         else:
             with self.transaction() as c:
                 _do(c)
+
+    def set_candidates(self, audit_id: str, candidates: pd.DataFrame) -> None:
+        """Replace the audit's sample (a redrawn sample) while it has no draw.
+
+        Raises
+        ------
+        FrozenError
+            When the audit already has draws: its sample is part of what was measured.
+        """
+        frame = _candidate_frame(audit_id, candidates)
+        with self.transaction() as cur:
+            n = cur.execute("SELECT count(*) FROM draws WHERE audit_id = ?",
+                            [audit_id]).fetchall()[0][0]
+            if n:
+                raise FrozenError(f"Audit '{audit_id}' has {n} draws: its sample cannot be "
+                                  "replaced; start a new audit from its sheet.")
+            cur.execute("DELETE FROM candidates WHERE audit_id = ?", [audit_id])
+            self._append(cur, "candidates", frame, CANDIDATE_COLUMNS, ignore_conflicts=False)
 
     def get_candidates(self, audit_id: str) -> pd.DataFrame:
         return self._df("SELECT candidate_id, stratum, first_pass_score, application "
@@ -453,6 +472,16 @@ class Store:
         out = json.loads(rows[0][0])
         out["computed_at"] = str(rows[0][1])
         return out
+
+
+def _candidate_frame(audit_id: str, candidates: pd.DataFrame) -> pd.DataFrame:
+    """Candidates with every column present and typed (text columns as text even when empty)."""
+    frame = candidates.assign(audit_id=audit_id).reindex(columns=CANDIDATE_COLUMNS)
+    for col in ("audit_id", "candidate_id", "stratum", "application"):
+        frame[col] = frame[col].astype(object).where(frame[col].notna(), None)
+        frame[col] = frame[col].map(lambda v: None if v is None else str(v))
+    frame["first_pass_score"] = pd.to_numeric(frame["first_pass_score"], errors="coerce")
+    return frame
 
 
 def open_store(path: str | Path, *, read_only: bool = False) -> Store:

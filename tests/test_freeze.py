@@ -135,3 +135,14 @@ def test_criteria_spec():
 
 def test_temperature_zero_note_recorded():
     assert "80 distinct outputs" in TEMPERATURE_ZERO_NOTE and "1.6x" in TEMPERATURE_ZERO_NOTE
+
+
+def test_hash_does_not_depend_on_int_or_float_max_points():
+    """35 and 35.0 are the same rubric: a sheet read back from its dict has the same hash."""
+    from core.freeze import Criterion, FreezeSheet
+    a = FreezeSheet(req_id="R", criteria=(Criterion("x", 35, 1),), sampling="settable",
+                    temperature=0)
+    b = FreezeSheet.from_dict(a.to_dict())
+    assert b.hash == a.hash
+    assert FreezeSheet(req_id="R", criteria=(Criterion("x", 35.0, 1.0),), sampling="settable",
+                       temperature=0.0).hash == a.hash

@@ -143,3 +143,32 @@ def test_dead_tolerance_shown_is_the_setting():
                          settings=Settings(cutoff=2, dead_tol_frac=0.10))
     text = render(res, "text")
     assert "10% of max points" in text and "5% of max points" not in text
+
+
+def test_cutoff_set_by_score_is_not_called_effective(demo_result):
+    """The demo audits top 40 (effective 78); a report at a slider cutoff of 80 must not say
+    'effective' but name the config field."""
+    d = report_dict(demo_result, cutoff=80.0)
+    assert d["cutoff"]["audited"] == 80.0 and d["cutoff"]["effective"] is False
+    text = render(demo_result, "text", cutoff=80.0)
+    line = next(x for x in text.splitlines() if x.startswith("Cutoff audited"))
+    assert line == "Cutoff audited: 80 (config field reads 70)"
+    default = next(x for x in render(demo_result, "text").splitlines()
+                   if x.startswith("Cutoff audited"))
+    assert "effective" in default and "top 40" in default
+
+
+def test_user_text_in_charts_is_escaped():
+    """Plotly renders <b>/<a> tags in labels: criterion names and candidate ids are escaped."""
+    import pandas as pd
+
+    from core import charts
+    table = pd.DataFrame({"criterion": ["<b>bold</b>", "total"], "within_sd": [1.0, 1.0],
+                          "between_sd": [2.0, 2.0], "verdict": ["WORKING", ""]})
+    fig = charts.criteria_chart(table)
+    assert list(fig.data[0].x) == ["&lt;b&gt;bold&lt;/b&gt;"]
+    ids = np.array(["<a href='x'>c1</a>", "c2"], dtype=object)
+    fig = charts.draws_strip(ids, np.array([0, 0, 1, 1]), np.array([1.0, 2.0, 3.0, 4.0]),
+                             np.array([1.5, 3.5]), np.array([False, False]), 2.5)
+    shown = {str(v) for tr in fig.data for v in tr.customdata}
+    assert "&lt;a href=&#x27;x&#x27;&gt;c1&lt;/a&gt;" in shown and not any("<a" in v for v in shown)

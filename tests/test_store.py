@@ -165,3 +165,27 @@ def test_data_version_changes_with_draws_pool_and_settings(store):
 def test_missing_audit_is_a_clear_error(store):
     with pytest.raises(StoreError, match="No audit 'nope'"):
         store.get_audit("nope")
+
+
+def test_candidates_without_application_text_are_stored(db_path):
+    """A sample frame with no application column (an upload, a drawn sample) is stored."""
+    s = Store(db_path)
+    s.upsert_candidates("A1", pd.DataFrame({"candidate_id": ["A", "B"], "stratum": "band",
+                                            "first_pass_score": [70.0, 71.0]}))
+    got = s.get_candidates("A1")
+    assert got["candidate_id"].tolist() == ["A", "B"]
+    assert got["application"].isna().all()
+    s.close()
+
+
+def test_sample_can_be_replaced_before_the_first_draw_only(db_path):
+    s = Store(db_path)
+    s.upsert_candidates("A1", pd.DataFrame({"candidate_id": ["A", "B"], "stratum": "band"}))
+    s.set_candidates("A1", pd.DataFrame({"candidate_id": ["C"], "stratum": "high",
+                                         "first_pass_score": [90.0]}))
+    assert s.get_candidates("A1")["candidate_id"].tolist() == ["C"]
+    s.write_results("A1", None, _draws("C"))
+    with pytest.raises(FrozenError, match="cannot be replaced"):
+        s.set_candidates("A1", pd.DataFrame({"candidate_id": ["D"]}))
+    assert s.get_candidates("A1")["candidate_id"].tolist() == ["C"]
+    s.close()
