@@ -1,7 +1,6 @@
 """Step 2 — frame a stratified sample from the req's pool: band candidates plus anchors."""
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 
 from core import charts
@@ -76,9 +75,18 @@ if len(candidates):
             zones_t = effective_cutoff(scores, int(settings["top_k"]))
         st.plotly_chart(charts.pool_histogram(scores, zones_t), width="stretch",
                         key="saved-hist")
-    st.caption("To draw another sample, start a new audit from this sheet on the Freeze page.")
-    st.page_link(state.PAGES["run"][0], label="Next: step 3 · Run", icon=state.NEXT)
-    st.stop()
+    redraw_key = f"redraw-{audit_id}"
+    if has_draws:
+        st.caption("To draw another sample, start a new audit from this sheet on the Freeze "
+                   "page.")
+    elif not st.session_state.get(redraw_key):
+        if st.button("Draw another sample", help="Replaces the saved sample (no run has "
+                     "used it yet)."):
+            st.session_state[redraw_key] = True
+            st.rerun()
+    if has_draws or not st.session_state.get(redraw_key):
+        st.page_link(state.PAGES["run"][0], label="Next: step 3 · Run", icon=state.NEXT)
+        st.stop()
 
 # ----------------------------------------------------------------------------- framing
 st.subheader("Cutoff and expected spread")
@@ -150,10 +158,10 @@ st.dataframe(frame.sample, hide_index=True, height=260, key="sample-draft")
 
 if st.button("Save this sample to the audit", type="primary"):
     try:
-        # no application text yet (a simulated screener derives a profile from the id); the
-        # column is passed as text so the store's upsert binds it to its VARCHAR column
-        store.upsert_candidates(audit_id, frame.sample.assign(
-            application=pd.Series([None] * len(frame.sample), dtype=object)))
+        # no application text yet (a simulated screener derives a profile from the id);
+        # replaces a sample saved earlier (refused once the audit has draws)
+        store.set_candidates(audit_id, frame.sample)
+        st.session_state.pop(f"redraw-{audit_id}", None)
         store.update_settings(audit_id, {"cutoff": float(cutoff) if top_k is None
                                          else settings.get("cutoff", float(cutoff)),
                                          "top_k": None if top_k is None else int(top_k),

@@ -202,3 +202,30 @@ def test_guards_send_a_user_to_the_step_that_fixes_it(db):
                for e in at.error)
     at = _open(at, "sample")
     assert any("Upload the pool" in i.value for i in at.info)
+
+
+def test_sample_can_be_redrawn_until_the_first_draw(app, db):
+    """Save a sample for a new audit, redraw it with another seed: the stored sample changes;
+    the demo's sample (it has draws) offers no redraw."""
+    at = app
+    at.text_input[0].set_value("eng-2291-r9")
+    at.button[0].click().run()
+    at = _app_on(db, "eng-2291-r9")
+    at = _open(at, "sample")
+    save = next(b for b in at.button if b.label == "Save this sample to the audit")
+    save.click().run()
+    assert not at.exception
+    store = _store(at)
+    first = store.get_candidates("eng-2291-r9")["candidate_id"].tolist()
+    assert len(first) == 40
+    redraw = next(b for b in at.button if b.label == "Draw another sample")
+    redraw.click().run()
+    seed = next(n for n in at.number_input if n.label == "Seed")
+    seed.set_value(7).run()
+    next(b for b in at.button if b.label == "Save this sample to the audit").click().run()
+    assert not at.exception
+    second = store.get_candidates("eng-2291-r9")["candidate_id"].tolist()
+    assert len(second) == 40 and second != first
+    # the demo has draws: its sample is locked
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "sample")
+    assert not [b for b in at.button if b.label == "Draw another sample"]
