@@ -195,3 +195,21 @@ def test_malformed_upload_says_why_and_writes_nothing(tmp_path_factory, browser)
         assert store.n_draws(DEMO_AUDIT_ID) == len(demo["draws"])
     finally:
         store.close()
+
+
+def test_drift_page_demo_panel_shows_graders_q_and_reaudit_date(server, page):
+    """Drift in a real browser: the demo panel gives the reference grader, q with its test
+    and a re-audit date, with the Plotly charts drawn."""
+    open_page(page, server)
+    nav(page, "Drift")
+    page.get_by_role("button", name="Load the demo panel").click()
+    wait_idle(page, settle=1.0)
+    page.wait_for_selector("text=Re-audit by", timeout=60_000)
+    wait_idle(page, settle=0.5)
+    main = page.locator('[data-testid="stMain"]')
+    text = main.inner_text()
+    assert "Reference rater" in text and "LR test of q = 0" in text
+    assert page.locator('[data-testid="stMetric"]', has_text="Reference rater").inner_text() \
+        .strip().endswith("A")
+    assert main.locator(".js-plotly-plot").count() >= 2
+    screenshot(page, "drift")
