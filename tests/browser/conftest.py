@@ -93,8 +93,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppServer]:
     srv.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    # module scope: Playwright's sync API keeps an event loop running on this thread until it
+    # stops, and later tests that call asyncio.run() (the runner's) need none running
     from playwright.sync_api import sync_playwright
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
