@@ -60,6 +60,7 @@ import numpy as np
 import pandas as pd
 
 from core.errors import AuditError, GuardError, InputError, StoreError
+from core.estimate import Estimate, wall_time
 from core.freeze import FreezeSheet
 from core.screeners.base import CallFailed, RawResult, ScreenRequest, scrub
 from core.screeners.parsing import Parsed, ParseError
@@ -1038,20 +1039,6 @@ def model_populations(store: Store, audit_id: str,
 
 
 # ============================================================================ estimates
-@dataclass(frozen=True)
-class Estimate:
-    """What a run will cost before it starts. Tokens are estimates (~4 characters a token)."""
-
-    calls: int
-    input_tokens: int
-    output_tokens: int
-    cost: float | None
-    wall_time_s: float | None
-    latency_s: float | None
-    concurrency: int
-    notes: tuple[str, ...]
-
-
 def estimate_run(screener: Any, candidates: pd.DataFrame, runs: int, *,
                  completed: set[tuple[str, int]] | None = None, concurrency: int = 8,
                  latency_s: float | None = None, prices: PriceTable | None = None,
@@ -1093,12 +1080,9 @@ def estimate_run(screener: Any, candidates: pd.DataFrame, runs: int, *,
         cost = 0.0
     else:
         notes.append(f"no price for '{model}' in the price table: add it to get a cost")
-    wall = None
     c = max(1, int(concurrency))
+    wall = wall_time(calls, c, latency_s, rpm)
     if latency_s is not None:
-        wall = math.ceil(calls / c) * float(latency_s)
-        if rpm:
-            wall = max(wall, calls / float(rpm) * 60.0)
         notes.append("wall time assumes no retries")
     else:
         notes.append("wall time needs a latency: run the pre-flight first")

@@ -6,7 +6,6 @@ reliability ratio collapses by construction). Seeded and reproducible; shortfall
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,6 +13,7 @@ import pandas as pd
 
 from core.criteria import sd_interval
 from core.errors import InputError
+from core.estimate import Estimate, wall_time
 
 __all__ = [
     "SampleDesign",
@@ -145,32 +145,6 @@ def stratified_sample(pool: pd.DataFrame, cutoff: float, spread: float,
     return frame
 
 
-@dataclass(frozen=True)
-class Estimate:
-    """What a run will cost before it starts."""
-
-    calls: int
-    input_tokens: int
-    output_tokens: int
-    cost: float | None
-    wall_seconds: float | None
-
-    def describe(self) -> str:
-        cost = f"${self.cost:,.2f}" if self.cost is not None else "cost unknown (no price)"
-        wall = (f"~{_human_seconds(self.wall_seconds)}" if self.wall_seconds is not None
-                else "time unknown (no latency measured yet)")
-        return (f"{self.calls:,} calls, ~{self.input_tokens:,} input and ~{self.output_tokens:,} "
-                f"output tokens, {cost}, {wall}")
-
-
-def _human_seconds(s: float) -> str:
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 5400:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
-
-
 def estimate_run(candidates: int, runs: int, *, input_tokens_per_call: int = 1500,
                  output_tokens_per_call: int = 300, price_in_per_mtok: float | None = None,
                  price_out_per_mtok: float | None = None, latency_s: float | None = None,
@@ -181,7 +155,6 @@ def estimate_run(candidates: int, runs: int, *, input_tokens_per_call: int = 150
     cost = None
     if price_in_per_mtok is not None and price_out_per_mtok is not None:
         cost = (tin * price_in_per_mtok + tout * price_out_per_mtok) / 1e6
-    wall = None
-    if latency_s is not None:
-        wall = math.ceil(calls / max(1, concurrency)) * latency_s
-    return Estimate(calls, tin, tout, cost, wall)
+    return Estimate(calls, tin, tout, cost, wall_time(calls, concurrency, latency_s), latency_s,
+                    concurrency, (f"assumes ~{input_tokens_per_call} input and "
+                                  f"~{output_tokens_per_call} output tokens a call",))

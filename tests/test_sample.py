@@ -119,8 +119,8 @@ def test_estimate_arithmetic():
     assert e.calls == 603
     assert (e.input_tokens, e.output_tokens) == (904_500, 180_900)
     assert e.cost == pytest.approx((904_500 * 1.0 + 180_900 * 5.0) / 1e6)
-    assert e.wall_seconds == math.ceil(603 / 8) * 2.0 == 152.0
+    assert e.wall_time_s == math.ceil(603 / 8) * 2.0 == 152.0
     assert "603 calls" in e.describe() and "$1.81" in e.describe()
     r = estimate_run(36, 6, preflight_runs=0)
-    assert r.calls == 216 and r.cost is None and r.wall_seconds is None
+    assert r.calls == 216 and r.cost is None and r.wall_time_s is None
     assert "cost unknown" in r.describe()
