@@ -39,6 +39,7 @@ K_SPLITS = "drift_splits"
 K_COST = "drift_cost_per_month"
 K_VALUE = "drift_value_per_escalation"
 K_AVOIDED = "drift_avoided_per_month"
+K_STORED_ERROR = "drift_stored_error"
 
 DEFAULTS = {K_UPLOAD_SEEN: None, K_OUTCOME_SEEN: None,
             K_PANEL_BYTES: None, K_PANEL_NAME: None, K_PANEL_SHA: None, K_OUTCOME_BYTES: None,
@@ -77,6 +78,22 @@ def _load_demo() -> None:
     st.session_state[K_PANEL_NAME] = "demo_panel.csv"
     st.session_state[K_PANEL_SHA] = hashlib.sha256(data).hexdigest()
     st.session_state[K_DEPLOYMENTS] = DEMO_DEPLOYMENTS
+    st.session_state.pop(K_REFERENCE, None)
+
+
+def _load_stored_audits() -> None:
+    """The panel from this database's audits: batch = audit date, rater = model snapshot,
+    item = candidate, score = total."""
+    try:
+        panel = dr.panel_from_audits(get_store())
+    except AuditError as exc:
+        st.session_state[K_STORED_ERROR] = str(exc)
+        return
+    st.session_state.pop(K_STORED_ERROR, None)
+    data = panel.assign(batch=panel["batch"].astype(str)).to_csv(index=False).encode("utf-8")
+    st.session_state[K_PANEL_BYTES] = data
+    st.session_state[K_PANEL_NAME] = "stored audits"
+    st.session_state[K_PANEL_SHA] = hashlib.sha256(data).hexdigest()
     st.session_state.pop(K_REFERENCE, None)
 
 
@@ -157,6 +174,11 @@ with demo_col:
     st.write("")
     st.button("Load the demo panel", key="drift_demo", on_click=_load_demo,
               help="A seeded panel shaped like the paper's: 14 batches, graders A, B, C.")
+    st.button("Build from the stored audits", key="drift_stored", on_click=_load_stored_audits,
+              help="Every audit in this database with draws: batch = the audit's date, rater = "
+                   "the model snapshot that scored, item = candidate, score = total.")
+if st.session_state.get(K_STORED_ERROR):
+    st.error(_plain(st.session_state[K_STORED_ERROR]))
 
 if upload is not None:
     data = upload.getvalue()

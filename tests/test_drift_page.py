@@ -81,3 +81,16 @@ def test_saved_drift_date_is_carried_into_the_audit_report(tmp_path, monkeypatch
     assert saved["horizon"]["date"] == date
     text = render_text(analyze(store, "demo-ENG-2291"))
     assert f"re-audit by {date}" in text
+
+
+def test_panel_built_from_the_stored_audits(tmp_path, monkeypatch):
+    """'Build from the stored audits' reads this database: the demo audit is one batch scored
+    by its one model snapshot, 600 draws over 40 candidates."""
+    monkeypatch.setenv("AUDIT_DB", str(tmp_path / "audits.duckdb"))
+    at = AppTest.from_file(str(PAGE), default_timeout=60).run()
+    at.button(key="drift_stored").click().run()
+    assert not at.exception
+    panel_line = next(t.value for t in at.text if t.value.startswith("Panel: stored audits"))
+    assert "1 batches, 1 raters" in panel_line
+    assert _metric(at, "Reference rater") == "sim-screener-2026-11-01"
+    assert any("One rater only" in i.value for i in at.info)
