@@ -49,6 +49,16 @@ else:
         st.caption(f"Verdicts, in this order: DEAD when both SDs are at most "
                    f"{pct(s.dead_tol_frac)} of the criterion's max points; NOISY when the "
                    "within-SD is at least the between-SD; otherwise WORKING.")
+        with st.popover("Thresholds"):
+            tol = st.number_input("DEAD tolerance (% of max points)", min_value=0.0,
+                                  max_value=50.0, value=100 * s.dead_tol_frac, step=1.0,
+                                  key=f"dead-tol-{audit_id}",
+                                  help="A criterion is DEAD when both its SDs are at most this "
+                                       "share of its max points (of its largest score when the "
+                                       "max is unknown).")
+            if abs(tol / 100 - s.dead_tol_frac) > 1e-12:
+                store.update_settings(audit_id, {"dead_tol_frac": tol / 100})
+                st.rerun()
         rest = 1.0 - float(table.loc[table["criterion"] != "total",
                                      "share_of_within_variance"].sum())
         if abs(rest) > 0.005:

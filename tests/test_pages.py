@@ -120,6 +120,20 @@ def test_criteria_page_shows_verdicts_and_reliability(app):
     assert icc == f"{result.icc.icc1:.2f}"
 
 
+def test_dead_tolerance_is_a_setting_next_to_the_table(app):
+    """At 1% of max points (0.2 of 20) experience's between-SD 0.3 is no longer 'near zero':
+    it stops being DEAD, and the legend and the stored setting follow."""
+    at = _open(app, "criteria")
+    at.number_input(key=f"dead-tol-{DEMO_AUDIT_ID}").set_value(1.0).run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    verdicts = dict(zip(table["criterion"], table["verdict"]))
+    assert verdicts["experience"] == "WORKING"
+    assert not any(w.value.startswith("DEAD —") for w in at.warning)
+    assert any("at most 1% of the criterion's max points" in c.value for c in at.caption)
+    assert _store(at).get_audit(DEMO_AUDIT_ID)["settings"]["dead_tol_frac"] == 0.01
+
+
 def test_band_page_k_slider_capacity_and_report(app):
     at = _open(app, "band")
     result = analyze(_store(at), DEMO_AUDIT_ID)
