@@ -34,6 +34,12 @@ if result.withheld:
                  icon=state.NEXT)
     st.stop()
 
+strict = st.toggle("A draw must score strictly above the cutoff to pass (>)",
+                   value=result.settings.comparison == ">", key=f"strict-{audit_id}",
+                   help="Off: a draw passes at or above the cutoff (≥), the default.")
+if strict != (result.settings.comparison == ">"):
+    store.update_settings(audit_id, {"comparison": ">" if strict else ">="})
+    st.rerun()
 engine = result.live
 lo, hi = engine.score_range
 integer_scores = bool(np.all(np.isnan(engine.totals) | (engine.totals == np.round(engine.totals))))
@@ -74,7 +80,9 @@ def flip_panel() -> None:
                            step=step, format="%g", **state.bind(audit_id, "cutoff"))
     conf = result.configured_cutoff
     if conf is not None and float(conf) != float(cutoff):
-        st.caption(f"Cutoff audited: {cutoff:g} (effective); the config field reads {conf:g}.")
+        how = (f"effective: the {int(live['top_k'])}th highest first-pass score"
+               if mode == "top-k" and engine.pool is not None else "set by score")
+        st.caption(f"Cutoff audited: {cutoff:g} ({how}); the config field reads {conf:g}.")
 
     view = engine.view(float(cutoff), float(live["k"]),
                        override=live["override"] if live["override_on"] else None,

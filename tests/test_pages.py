@@ -105,6 +105,26 @@ def test_flip_page_top_k_gives_the_effective_cutoff(app):
     assert _live(at)["cutoff"] == f"{pool.iloc[59]:g}"
 
 
+def test_strict_comparison_counts_a_draw_on_the_cutoff_as_a_fail(app):
+    """Scores clump on integers, so '>' vs '>=' at an integer cutoff changes who flips: the
+    page's numbers follow the engine's at cutoff 78 with pass meaning T > 78."""
+    at = _open(app, "flip")
+    at.toggle(key=f"strict-{DEMO_AUDIT_ID}").set_value(True).run()
+    assert not at.exception
+    strict = analyze(_store(at), DEMO_AUDIT_ID)
+    assert strict.settings.comparison == ">"
+    ge = analyze(_store(at), DEMO_AUDIT_ID, comparison=">=")
+    s_view, g_view = strict.view(78.0, 2.0), ge.view(78.0, 2.0)
+    assert s_view.flip.worst_candidate != g_view.flip.worst_candidate
+    assert s_view.flip.flip_interval != g_view.flip.flip_interval
+    assert int(_live(at)["flips"]) == s_view.flip.candidates_with_flip
+    lo, hi = s_view.flip.flip_interval
+    metric = {m.label: m.value for m in at.metric}
+    assert metric["Flip interval"] == f"{lo:.1f} – {hi:.1f}"
+    assert any(s_view.flip.worst_candidate in c.value for c in at.caption)
+    assert any(s.label == "Cutoff (passes above it)" for s in at.slider)
+
+
 def test_criteria_page_shows_verdicts_and_reliability(app):
     at = _open(app, "criteria")
     table = at.dataframe[0].value
