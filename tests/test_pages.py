@@ -121,7 +121,7 @@ def test_strict_comparison_counts_a_draw_on_the_cutoff_as_a_fail(app):
     lo, hi = s_view.flip.flip_interval
     metric = {m.label: m.value for m in at.metric}
     assert metric["Flip interval"] == f"{lo:.1f} – {hi:.1f}"
-    assert any(s_view.flip.worst_candidate in c.value for c in at.caption)
+    assert any(s_view.flip.worst_candidate in _plain(c.value) for c in at.caption)
     assert any(s.label == "Cutoff (passes above it)" for s in at.slider)
 
 
