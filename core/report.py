@@ -508,7 +508,7 @@ def render_html(result: AuditResult, *, cutoff: float | None = None,
 <style>
  body {{ font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto;
         max-width: 1100px; color: #1d3557; padding: 0 1rem; }}
- pre {{ background: #f6f8fa; padding: 1rem; border-radius: 6px; overflow-x: auto;
+ pre {{ background: #f6f8fa; padding: 1rem; border-radius: 6px; white-space: pre-wrap;
        font-size: 13px; line-height: 1.4; }}
  h1 {{ font-size: 1.5rem; }} .meta {{ color: #555; font-size: .9rem; }}
  .chart {{ margin: 1.5rem 0; }}
