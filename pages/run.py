@@ -1,20 +1,23 @@
 """Step 3 — get the draws: run the screener N times per candidate, or upload exported draws.
 
-A run lives in a background thread (core.runner.RunHandle) held by the process-wide registry, so
-it survives page switches, widget clicks and reloads; this page only polls it. An upload is
-validated and summarised first; nothing is stored before the confirm button.
+The run console, top to bottom: (1) the screener — a form until the audit's first draw, then a
+read-only summary, because the harness is frozen; (2) the estimate — calls, tokens, cost and
+wall time of what is left, refined by the 3-run pre-flight's measured latency, over the price
+table kept with the audit; (3) the run — a background thread (core.runner.RunHandle) held by
+the process-wide registry, so it survives page switches, widget clicks and reloads; this page
+only polls it. An upload is validated and summarised first; nothing is stored before the
+confirm button.
 """
 
 import re
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from core.errors import AuditError
 from core.ingest import commit_draws, validate_draws
-from core.runner import PriceTable, RunOptions, cache_verdict
-from core.screeners.registry import COMMON_KEYS, KIND_KEYS, build_screener
+from core.runner import PriceTable, cache_verdict, estimate_run
+from ui import run_forms as forms
 from ui import state
 from ui.format import md_escape, num, seconds
 
@@ -33,14 +36,6 @@ audit = store.get_audit(audit_id)
 settings = audit["settings"]
 sheet = state.sheet_of(store, audit_id)
 tab_run, tab_upload = st.tabs(["Run the screener", "Upload exported draws"])
-
-
-def _secrets() -> dict[str, Any] | None:
-    """Streamlit secrets when a secrets file exists (API keys are read there or from env)."""
-    try:
-        return {k: st.secrets[k] for k in st.secrets}
-    except Exception:  # noqa: BLE001 - no secrets file is the normal case
-        return None
 
 
 def _guard_panel() -> None:
@@ -74,31 +69,64 @@ def _guard_panel() -> None:
     st.dataframe(view, hide_index=True, width="stretch", key="call-summary")
 
 
+def _latency(kind: str, options: dict) -> tuple[float | None, str]:
+    """The latency per call the estimate uses, and where it comes from."""
+    measured = settings.get("preflight_latency_s")
+    if measured is not None:
+        return float(measured), f"{float(measured):.2f} s a call, measured by the pre-flight"
+    if kind == "simulated":
+        lat = float(options.get("latency_ms", 0)) / 1000.0
+        return lat, f"{lat:.2f} s a call, the simulated latency"
+    return None, "not measured yet; run the pre-flight"
+
+
 # ----------------------------------------------------------------------------- run
 with tab_run:
     handle = registry.get(audit_id)
     active = handle is not None and handle.running
     candidates = store.get_candidates(audit_id)
-    screener_cfg = dict(settings.get("screener") or {"kind": "simulated"})
-    kind = str(screener_cfg.pop("kind", "simulated"))
+    has_draws = store.n_draws(audit_id) > 0
+    secrets = forms.streamlit_secrets()
+    if handle is not None and not active:
+        # a measured latency is kept with the audit, so the estimate survives a restart
+        measured = handle.status().preflight_latency_s
+        if measured is not None and settings.get("preflight_latency_s") != measured:
+            store.update_settings(audit_id, {"preflight_latency_s": measured})
+            settings = store.get_audit(audit_id)["settings"]
 
     if sheet is None:
         st.info("The freeze sheet is not complete: finish it before any run.")
         st.page_link(state.PAGES["freeze"][0], label="Go to step 1 · Freeze", icon=state.NEXT)
-    elif sheet.blockers():
+    else:
+        st.subheader("1 · The screener")
+        if has_draws or active:
+            st.caption("Frozen with the harness at the audit's first draw. To call another "
+                       "screener, start a new audit from this sheet on the Freeze page.")
+            kind, options = forms.saved_screener(settings)
+            forms.render_screener_summary(kind, options, settings, sheet)
+        else:
+            st.caption("Where each call goes, saved with the audit. Never a key: name the "
+                       "environment variable (or Streamlit secret) that holds it. Editable "
+                       "until the first draw.")
+            if forms.render_screener_form(store, audit_id, settings, sheet, secrets):
+                settings = store.get_audit(audit_id)["settings"]
+        kind, options = forms.saved_screener(settings)
+
+    ready = sheet is not None and not sheet.blockers() and len(candidates) > 0
+    if sheet is not None and sheet.blockers():
         st.error("Blocked because " + sheet.blockers()[0] + ". No call is made until the "
                  "clearance is confirmed on the Freeze page.")
         st.page_link(state.PAGES["freeze"][0], label="Go to step 1 · Freeze", icon=state.NEXT)
-    elif not len(candidates):
+    elif sheet is not None and not len(candidates):
         st.info("This audit has no sample yet: frame one from the pool first (or upload "
                 "exported draws in the other tab).")
         st.page_link(state.PAGES["sample"][0], label="Go to step 2 · Sample", icon=state.NEXT)
-    else:
-        allowed = COMMON_KEYS | KIND_KEYS.get(kind, set())
-        options = {k: v for k, v in screener_cfg.items() if k in allowed}
-        st.text(f"Screener: {kind} · model {options.get('model') or sheet.model or '—'}")
+    if ready:
+        st.subheader("2 · Estimate")
+        st.caption("What is left to run, before anything runs. 15 runs per candidate by "
+                   "default; 30 when the numbers go to counsel or a regulator.")
         k = f"run-{audit_id}"
-        c1, c2, c3, c4 = st.columns(4)
+        c1, c2, c3 = st.columns(3)
         runs = c1.number_input("Runs per candidate", min_value=2, max_value=100, step=1,
                                value=int(settings.get("runs") or 15), key=f"{k}-runs",
                                disabled=active)
@@ -108,30 +136,59 @@ with tab_run:
         seed = c3.number_input("Seed (call order)", min_value=0, step=1,
                                value=int(settings.get("seed") or 0), key=f"{k}-seed",
                                disabled=active)
-        if kind == "simulated":
-            latency = c4.number_input("Simulated latency per call (ms)", min_value=0, step=50,
-                                      value=int(options.get("latency_ms", 200)),
-                                      key=f"{k}-lat", disabled=active)
-            options["latency_ms"] = int(latency)
-        if kind != "simulated":
-            st.caption("The API key is read from the environment variable named in the "
-                       "audit's config, or from Streamlit secrets; it is never shown or stored.")
-        done = len(store.completed_pairs(audit_id))
+        screener = None
+        try:
+            screener = forms.build(kind, options, sheet, seed=int(seed), secrets=secrets,
+                                   settings=settings)
+            run_opts = forms.run_options(settings, runs=int(runs), concurrency=int(conc),
+                                         seed=int(seed))
+        except AuditError as exc:
+            screener = None
+            state.show_error(exc, "The saved screener cannot run")
+        prices = PriceTable.from_dict(settings.get("prices"))
+        completed = store.completed_pairs(audit_id)
+        done = len(completed)
         planned = len(candidates) * int(runs)
-        label = ("Resume the run" if 0 < done < planned else "Start the run")
+        if screener is not None:
+            latency, note = _latency(kind, options)
+            est = estimate_run(screener, candidates, int(runs), completed=completed,
+                               concurrency=int(conc), latency_s=latency, prices=prices,
+                               rpm=run_opts.rpm)
+            forms.render_estimate(est, note)
+            if not has_draws and not active:
+                if st.button("Run the 3-run pre-flight", key="start-preflight",
+                             help="Three runs of one band candidate: measures the latency "
+                                  "for the wall time, and stops here if the answers are "
+                                  "byte-identical (deterministic or cached)."):
+                    try:
+                        registry.start(store, audit_id, screener, run_opts, prices=prices,
+                                       until="preflight")
+                    except AuditError as exc:
+                        state.show_error(exc, "The pre-flight did not start")
+                    else:
+                        st.rerun()
+        with st.expander("Prices, $ per million tokens (kept with the audit; used by the "
+                         "estimate and by the run's cost per call)",
+                         expanded=not has_draws or (screener is not None and kind != "simulated"
+                                                    and prices.get(screener.model) is None)):
+            forms.render_prices(store, audit_id, settings,
+                                screener.model if screener is not None else sheet.model)
+
+        st.subheader("3 · Run")
+        after_preflight = handle is not None and handle.runner.until == "preflight"
+        label = ("Resume the run" if 0 < done < planned and not after_preflight
+                 else "Start the run")
         b1, b2 = st.columns([1, 3])
-        if b1.button(label, type="primary", disabled=active or done >= planned,
-                     key="start-run"):
+        # a guard that blocked this audit (deterministic pre-flight) blocks it for good: its
+        # stored identical payloads would block again; a new audit is the way on
+        blocked = handle is not None and not active and handle.status().state == "blocked"
+        if b1.button(label, type="primary", key="start-run",
+                     disabled=screener is None or active or blocked or done >= planned):
             try:
-                screener = build_screener(kind, options, criteria=sheet.criteria, sheet=sheet,
-                                          seed=int(seed), secrets=_secrets())
                 # stored (never a key), so the disabled inputs of a running audit show them
                 store.update_settings(audit_id, {"runs": int(runs), "concurrency": int(conc),
-                                                 "seed": int(seed),
-                                                 "screener": {**options, "kind": kind}})
-                registry.start(store, audit_id, screener,
-                               RunOptions(runs=int(runs), concurrency=int(conc), seed=int(seed)),
-                               prices=PriceTable.from_dict(settings.get("prices")))
+                                                 "seed": int(seed)})
+                registry.start(store, audit_id, screener, run_opts, prices=prices)
             except AuditError as exc:
                 state.show_error(exc, "The run did not start")
             else:
@@ -150,13 +207,26 @@ with tab_run:
                 _guard_panel()
                 return
             s = h.status()
+            preflight = h.runner.until == "preflight"
             eta = "" if s.eta_s is None or not h.running else f" · about {seconds(s.eta_s)} left"
+            what = "pre-flight · " if preflight else ""
             st.progress(min(s.fraction, 1.0),
-                        text=f"{s.done} of {s.total} draws · {s.state}{eta}")
+                        text=f"{what}{s.done} of {s.total} draws · {s.state}{eta}")
             with st.container(key="run-state"):
-                st.caption(f"run state: {s.state} · draws {s.done} of {s.total}")
-            if s.message:
-                (st.error if s.state in ("blocked", "failed") else st.info)(md_escape(s.message))
+                st.caption(f"run state: {s.state}{' (pre-flight)' if preflight else ''} · "
+                           f"draws {s.done} of {s.total}")
+            if s.state == "blocked":
+                with st.container(key="run-blocked"):
+                    st.error("**Blocked by a guard; nothing more is called.** "
+                             + md_escape(s.message))
+                    st.page_link(state.PAGES["freeze"][0], icon=state.NEXT,
+                                 label="Start a new audit from this sheet (step 1 · Freeze)")
+            elif preflight and s.state == "finished" and s.preflight_latency_s is not None:
+                st.success(f"Pre-flight done: three runs of one candidate, a median of "
+                           f"{s.preflight_latency_s:.2f} s a call, and the answers differ — "
+                           "the wall time above uses the measured latency.")
+            elif s.message:
+                (st.error if s.state == "failed" else st.info)(md_escape(s.message))
             for f in s.findings:
                 st.warning(md_escape("Finding: " + f))
             if h.running:
@@ -164,13 +234,13 @@ with tab_run:
                     h.stop()
                     h.join(timeout=10)
                     st.rerun(scope="app")
-            elif active:  # it just ended: redraw the page (sidebar, buttons)
+            elif active:  # it just ended: redraw the page (sidebar, buttons, estimate)
                 st.rerun(scope="app")
             st.subheader("Guards")
             _guard_panel()
 
         progress()
-    if not (sheet is not None and not sheet.blockers() and len(candidates)):
+    else:
         st.subheader("Guards")
         _guard_panel()
 

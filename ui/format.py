@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["md_escape", "num", "pct", "pts", "criteria_display", "flip_display",
+__all__ = ["md_escape", "num", "pct", "pts", "money", "criteria_display", "flip_display",
            "seconds", "live_line", "LIVE_LINE_RE"]
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
@@ -44,9 +44,23 @@ def pct(x: Any, nd: int = 0) -> str:
     return f"{100 * float(x):.{nd}f}%"
 
 
+def money(x: float | None) -> str:
+    """Dollars: cents from 10 cents up, three significant digits below (a pilot costs cents)."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    x = float(x)
+    if x == 0:
+        return "$0.00"
+    if abs(x) >= 0.1:
+        return f"${x:,.2f}"
+    return f"${x:.3g}" if abs(x) >= 1e-6 else "< $0.000001"
+
+
 def seconds(s: float | None) -> str:
     if s is None or (isinstance(s, float) and math.isnan(s)):
         return "—"
+    if s < 9.95:
+        return f"{s:.1f} s"
     if s < 90:
         return f"{s:.0f} s"
     if s < 5400:

@@ -1,0 +1,333 @@
+"""AppTest of the Run page's console: screener form, estimate + pre-flight, price table, run.
+
+The screener is configured through the page against the real HTTP fake server
+(``tests/fakeserver.py``, OpenAI shape); the background run lives in the process-wide registry,
+and since AppTest cannot fire ``run_every`` the tests rerun the script until the handle ends.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.demo import demo_freeze_sheet
+from core.ingest import criteria_frame
+from core.runner import PriceTable, estimate_run, registry
+from core.screeners.registry import build_screener
+from core.store import Store
+from ui.format import money
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fakeserver import FakeServer  # noqa: E402
+
+TIMEOUT = 60
+ROOT = Path(__file__).resolve().parents[1]
+KEY_ENV = "RUNPAGE_TEST_API_KEY"
+KEY = "sk-runpage-9f8QzXsecretVALUE-000111222333"
+
+
+@pytest.fixture()
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "audits.duckdb"
+    monkeypatch.setenv("AUDIT_DB", str(path))
+    return path
+
+
+@pytest.fixture()
+def server():
+    with FakeServer() as srv:
+        yield srv
+
+
+def _store() -> Store:
+    """The app's own store (the cached resource)."""
+    from ui.state import _open_store, db_path
+    return _open_store(db_path())
+
+
+def _app_on(audit_id: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["audit"] = audit_id
+    at.run()
+    assert not at.exception
+    return at
+
+
+def _open(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _plain(markdown: str) -> str:
+    return markdown.replace("\\", "")
+
+
+def _button(at: AppTest, label: str):
+    return next(b for b in at.button if b.label == label)
+
+
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def _wait_for_run(at: AppTest, audit_id: str, timeout: float = 30.0) -> None:
+    """Rerun the page until the registry's handle has ended (AppTest cannot fire run_every)."""
+    t0 = time.monotonic()
+    while True:
+        h = registry().get(audit_id)
+        assert h is not None, "no run was started"
+        if not h.running:
+            break
+        assert time.monotonic() - t0 < timeout, "the run did not end in time"
+        time.sleep(0.1)
+        at.run()
+    at.run()  # the page as the user sees it once the run has ended
+    assert not at.exception, at.exception
+
+
+def _all_text(at: AppTest) -> str:
+    """Every element's proto (labels, values, defaults, table bytes) and the session state."""
+    out: list[str] = []
+
+    def walk(node) -> None:
+        proto = getattr(node, "proto", None)
+        if proto is not None:
+            out.append(str(proto))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    out.append(repr(at.session_state.to_dict()))
+    return "\n".join(out)
+
+
+def _make_audit(db: Path, audit_id: str, *, k: int = 8, settings: dict | None = None) -> None:
+    """An audit with the demo's frozen sheet and ``k`` candidates with application text,
+    saved through core before the app opens the file."""
+    sheet = demo_freeze_sheet()
+    store = Store(db)
+    store.save_audit(audit_id, sheet.to_dict(), sheet.hash, {"runs": 4, **(settings or {})})
+    store.set_criteria(audit_id, criteria_frame(list(sheet.criteria)))
+    store.set_candidates(audit_id, pd.DataFrame({
+        "candidate_id": [f"c{i:02d}" for i in range(k)],
+        "stratum": ["band"] * (k - 2) + ["high", "low"],
+        "first_pass_score": [65.0 + i for i in range(k)],
+        "application": [f"Application {i}: {i + 2} years of Go, led a payments migration. " * 3
+                        for i in range(k)]}))
+    store.close()
+
+
+def _fill_openai_form(at: AppTest, audit_id: str, *, base_url: str,
+                      key_env: str | None = None, prompt: str | None = None) -> AppTest:
+    at.selectbox(key=f"scr-{audit_id}-kind").set_value("openai-chat").run()
+    assert not at.exception, at.exception
+    k = f"scr-{audit_id}-openai-chat"
+    at.text_input(key=f"{k}-base_url").set_value(base_url)
+    if key_env is not None:
+        at.text_input(key=f"{k}-api_key_env").set_value(key_env)
+    if prompt is not None:
+        at.text_area(key=f"{k}-prompt").set_value(prompt)
+    _button(at, "Save the screener").click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+# ---------------------------------------------------------------------------- (a) end to end
+def test_openai_screener_saved_preflighted_and_run_to_exactly_n_draws(db, server, monkeypatch):
+    """A new audit from the demo's sheet, its sample saved on the Sample page; the screener
+    configured on the Run page against the OpenAI-shaped fake server; pre-flight; run."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    audit_id = "rp-e2e"
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    at.text_input[0].set_value(audit_id)          # Freeze: new audit from this sheet
+    _button(at, "Create the audit").click().run()
+    at = _open(_app_on(audit_id), "sample")
+    _button(at, "Save this sample to the audit").click().run()
+    at = _open(at, "run")
+    store = _store()
+    assert len(store.get_candidates(audit_id)) == 40
+
+    at = _fill_openai_form(at, audit_id, base_url=server.url + "/v1", key_env=KEY_ENV)
+    assert any(s.value.startswith("Screener saved") for s in at.success)
+    settings = store.get_audit(audit_id)["settings"]
+    assert settings["screener"]["kind"] == "openai-chat"
+    assert settings["screener"]["base_url"] == server.url + "/v1"
+    assert settings["screener"]["api_key_env"] == KEY_ENV
+    assert KEY not in json.dumps(settings)
+
+    at.number_input(key=f"run-{audit_id}-runs").set_value(3).run()
+    m = _metrics(at)
+    assert m["Calls to make"] == "120"
+    assert m["Wall time"] == "—"
+    assert any("Wall time needs a latency: run the pre-flight first" in _plain(c.value)
+               for c in at.caption)
+    assert server.arrivals == 0                   # nothing is called before the user asks
+
+    _button(at, "Run the 3-run pre-flight").click().run()
+    _wait_for_run(at, audit_id)
+    assert server.arrivals == 3
+    m = _metrics(at)
+    assert m["Calls to make"] == "117"
+    assert re.fullmatch(r"\d+(\.\d)? s", m["Wall time"]), m["Wall time"]
+    assert any("measured by the pre-flight" in _plain(c.value) for c in at.caption)
+    assert any(s.value.startswith("Pre-flight done") for s in at.success)
+    # the audit has draws: the screener is frozen, shown read-only
+    assert not [b for b in at.button if b.label == "Save the screener"]
+    summary = next(d.value for d in at.dataframe if list(d.value.columns) == ["setting", "value"])
+    assert server.url + "/v1" in summary["value"].tolist()
+
+    _button(at, "Start the run").click().run()
+    _wait_for_run(at, audit_id)
+    draws = store.load_draws(audit_id)
+    per_candidate = draws[draws["criterion"] == "total"].groupby("candidate_id").size()
+    assert len(per_candidate) == 40 and set(per_candidate) == {3}
+    assert any("Every candidate has its 3 runs (120 draws)" in s.value for s in at.success)
+    assert _metrics(at)["Calls stored"] == "120"
+    # the key named by the variable did reach the server, and nowhere else
+    assert server.log[-1].headers.get("authorization") == f"Bearer {KEY}"
+    assert KEY not in _all_text(at)
+
+
+# ---------------------------------------------------------------------------- (b) prices
+def test_price_table_edit_is_saved_and_drives_the_estimated_cost(db, server):
+    audit_id = "rp-prices"
+    base = server.url + "/v1"
+    _make_audit(db, audit_id, settings={"screener": {"kind": "openai-chat", "base_url": base}})
+    at = _open(_app_on(audit_id), "run")
+    model = demo_freeze_sheet().model
+    assert _metrics(at)["Cost"] == "—"            # no price for the frozen model yet
+    assert any(f"No price for '{model}'" in _plain(c.value) for c in at.caption)
+    editor = at.data_editor[0]
+    assert editor.value["model"].tolist() == [model]  # its row is offered, empty
+
+    at.session_state[editor.key] = {"edited_rows": {0: {"input": 2.5, "output": 10.0,
+                                                        "cached_input": 0.25}},
+                                    "added_rows": [], "deleted_rows": []}
+    _button(at, "Save the prices").click().run()
+    assert not at.exception, at.exception
+    store = _store()
+    saved = store.get_audit(audit_id)["settings"]["prices"]
+    assert saved == {model: {"input": 2.5, "output": 10.0, "cached_input": 0.25}}
+    screener = build_screener("openai-chat", {"base_url": base},
+                              criteria=demo_freeze_sheet().criteria, sheet=demo_freeze_sheet())
+    expected = estimate_run(screener, store.get_candidates(audit_id), 4,
+                            prices=PriceTable.from_dict(saved)).cost
+    assert expected and _metrics(at)["Cost"] == money(expected)
+
+    # a higher price → a higher cost, proportionally
+    editor = at.data_editor[0]
+    at.session_state[editor.key] = {"edited_rows": {0: {"input": 25.0, "output": 100.0}},
+                                    "added_rows": [], "deleted_rows": []}
+    _button(at, "Save the prices").click().run()
+    assert _metrics(at)["Cost"] == money(expected * 10)
+
+    # a row with a model but only one price is refused, and nothing changes
+    editor = at.data_editor[0]
+    at.session_state[editor.key] = {"edited_rows": {},
+                                    "added_rows": [{"model": "other-model", "input": 1.0}],
+                                    "deleted_rows": []}
+    _button(at, "Save the prices").click().run()
+    assert any(_plain(e.value).startswith("The prices were not saved: price table, row 2 "
+                                          "('other-model'): give both") for e in at.error)
+    assert store.get_audit(audit_id)["settings"]["prices"][model]["input"] == 25.0
+    assert "other-model" not in store.get_audit(audit_id)["settings"]["prices"]
+    assert server.arrivals == 0
+
+
+# ---------------------------------------------------------------------------- (c) form errors
+@pytest.mark.parametrize(("case", "fields", "says"), [
+    ("missing base URL", {"base_url": ""}, "the openai-chat screener needs base_url"),
+    ("no {application}", {"prompt": "Score this candidate please."},
+     "the prompt template has no {application} placeholder"),
+    ("a key in the name field", {"key_env": KEY},
+     "'API key variable' takes the name of an environment variable"),
+    ("variable not set", {"key_env": "RUNPAGE_UNSET_VARIABLE"},
+     "the API key variable 'RUNPAGE_UNSET_VARIABLE' is not set"),
+])
+def test_form_error_is_a_sentence_and_saves_nothing(db, server, case, fields, says):
+    audit_id = f"rp-err-{abs(hash(case)) % 10_000}"
+    _make_audit(db, audit_id)
+    at = _open(_app_on(audit_id), "run")
+    store = _store()
+    before = store.get_audit(audit_id)["settings"]
+    at = _fill_openai_form(at, audit_id, base_url=fields.get("base_url", server.url + "/v1"),
+                           key_env=fields.get("key_env"), prompt=fields.get("prompt"))
+    errors = [_plain(e.value) for e in at.error]
+    assert any(e.startswith("The screener was not saved: " + says) for e in errors), errors
+    assert not any(s.value.startswith("Screener saved") for s in at.success)
+    assert store.get_audit(audit_id)["settings"] == before
+    assert KEY not in "\n".join(errors)
+    assert "Traceback" not in _all_text(at)
+
+
+def test_a_model_other_than_the_frozen_one_is_saved_with_a_warning(db, server):
+    audit_id = "rp-model"
+    _make_audit(db, audit_id)
+    at = _open(_app_on(audit_id), "run")
+    at.selectbox(key=f"scr-{audit_id}-kind").set_value("openai-chat").run()
+    k = f"scr-{audit_id}-openai-chat"
+    at.text_input(key=f"{k}-base_url").set_value(server.url + "/v1")
+    at.text_input(key=f"{k}-model").set_value("gpt-other-latest")
+    _button(at, "Save the screener").click().run()
+    frozen = demo_freeze_sheet().model
+    warnings = [_plain(w.value) for w in at.warning]
+    assert any(f"'gpt-other-latest', but the frozen sheet says '{frozen}'" in w
+               for w in warnings), warnings
+    assert _store().get_audit(audit_id)["settings"]["screener"]["model"] == "gpt-other-latest"
+
+
+# ---------------------------------------------------------------------------- (d) the key
+def test_api_key_never_shown_nor_stored_even_when_the_server_echoes_it(db, monkeypatch):
+    """The server answers 401 quoting the credentials it got: the finding is shown, the key
+    is not — not in any element, the session state, or the database file."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    audit_id = "rp-key"
+    _make_audit(db, audit_id)
+    with FakeServer(status_override=401, echo_auth_on_error=True) as srv:
+        at = _open(_app_on(audit_id), "run")
+        at = _fill_openai_form(at, audit_id, base_url=srv.url + "/v1", key_env=KEY_ENV)
+        assert any(s.value.startswith("Screener saved") for s in at.success)
+        _button(at, "Run the 3-run pre-flight").click().run()
+        _wait_for_run(at, audit_id)
+        assert srv.log and srv.log[0].headers.get("authorization") == f"Bearer {KEY}"
+    warnings = [_plain(w.value) for w in at.warning]
+    assert any(w.startswith("Finding: HTTP 401") and "[redacted]" in w for w in warnings), \
+        warnings
+    assert KEY not in _all_text(at)
+    # no draw: the form stays editable, so the user can fix the key and try again
+    assert [b for b in at.button if b.label == "Save the screener"]
+    store = _store()
+    calls = store.load_calls(audit_id, with_payload=True)
+    failed = calls[calls["status"] == "error"]    # the others were cancelled by the stop
+    assert len(failed) >= 1
+    assert failed["raw_payload"].str.contains("[redacted]", regex=False).all()
+    stored = calls.astype(str).to_csv() + json.dumps(store.get_audit(audit_id), default=str)
+    assert KEY not in stored
+    raw = b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))  # file + WAL
+    assert KEY.encode() not in raw
+
+
+# ---------------------------------------------------------------------------- (e) cache guard
+def test_a_cached_screener_blocks_at_the_preflight(db):
+    audit_id = "rp-cache"
+    _make_audit(db, audit_id)
+    with FakeServer(cache=True) as srv:
+        at = _open(_app_on(audit_id), "run")
+        at = _fill_openai_form(at, audit_id, base_url=srv.url + "/v1")
+        _button(at, "Run the 3-run pre-flight").click().run()
+        _wait_for_run(at, audit_id)
+        assert srv.arrivals == 3
+    blocked = [_plain(e.value) for e in at.error if "Blocked by a guard" in e.value]
+    assert blocked and "deterministic or cached" in blocked[0]
+    assert any("a cache test, not a variance test" in _plain(e.value) for e in at.error)
+    assert _button(at, "Start the run").disabled
