@@ -199,6 +199,9 @@ def analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None = None,
         if n_clipped:
             notes.append(f"{n_clipped} score(s) outside 0..max were clipped to the rubric's "
                          "range at import")
+    if draws.K < 2:
+        notes.append(f"only {draws.K} candidate has draws: the between-candidate spread, the "
+                     "verdicts and the reliability need at least 2 (run the whole sample)")
     guards["total_source"] = draws.total_source
     guards["total_mismatch"] = draws.total_mismatch
     if draws.total_mismatch:

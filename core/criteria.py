@@ -95,7 +95,8 @@ def decompose(draws: Draws, *, dead_tol_frac: float = 0.05) -> pd.DataFrame:
     * ``share_of_within_variance`` = ``w_c Σ_ij (x_ijc − x̄_ic)(T_ij − T̄_i) / Σ_ij (T_ij − T̄_i)²``.
       The shares sum to 1 when the total is the weighted sum; otherwise the remainder is "not in
       any criterion" (bonus, deductions, parsing). NaN when the total never moves.
-    * verdict, in order: DEAD when both SDs ≤ tol; NOISY when within ≥ between; else WORKING.
+    * verdict, in order: DEAD when both SDs ≤ tol; NOISY when within ≥ between; else WORKING;
+      empty when an SD cannot be estimated (a single candidate).
     * ``modal_score`` / ``modal_candidates``: the most common score and for how many candidates
       it is their most common score ("25/25 for 39/40").
     """
@@ -119,7 +120,9 @@ def decompose(draws: Draws, *, dead_tol_frac: float = 0.05) -> pd.DataFrame:
         mx = draws.max_points[j]
         scale = mx if np.isfinite(mx) else float(np.nanmax(np.abs(xs))) if len(xs) else 0.0
         tol = dead_tol_frac * scale
-        if b_sd <= tol and w_sd <= tol:
+        if not (np.isfinite(b_sd) and np.isfinite(w_sd)):
+            verdict = ""  # one candidate (or one run each): nothing to compare
+        elif b_sd <= tol and w_sd <= tol:
             verdict = "DEAD"
         elif w_sd >= b_sd:
             verdict = "NOISY"

@@ -646,14 +646,16 @@ class Runner:
                          completed: set[tuple[str, int]]) -> GuardError | None:
         band = sorted(c for c, s in strata.items() if s == "band")
         cid = band[0] if band else min(apps)
+        # never more pre-flight runs than the audit's runs: no candidate gets extra draws
+        n_pre = min(3, int(self.options.runs))
         counts = self.store.payload_counts(self.audit_id)
         row = counts[counts["candidate_id"] == cid]
-        if len(row) and int(row["calls_with_payload"].iloc[0]) >= 3:
+        if len(row) and int(row["calls_with_payload"].iloc[0]) >= n_pre:
             if int(row["distinct_payloads"].iloc[0]) == 1:
                 return GuardError(DETERMINISM_MESSAGE.format(
                     n=int(row["calls_with_payload"].iloc[0]), cid=cid))
             return None
-        todo = [(cid, r) for r in (1, 2, 3) if (cid, r) not in completed]
+        todo = [(cid, r) for r in range(1, n_pre + 1) if (cid, r) not in completed]
         await self._drive(clients, todo, preflight=True)
         self._writer.flush()
         with self._lock:
@@ -661,7 +663,7 @@ class Runner:
         self._update(force=True, preflight_latency_s=(float(np.median(lat)) if lat else None))
         counts = self.store.payload_counts(self.audit_id)
         row = counts[counts["candidate_id"] == cid]
-        if len(row) and int(row["calls_with_payload"].iloc[0]) >= 3 \
+        if len(row) and int(row["calls_with_payload"].iloc[0]) >= n_pre \
                 and int(row["distinct_payloads"].iloc[0]) == 1:
             return GuardError(DETERMINISM_MESSAGE.format(
                 n=int(row["calls_with_payload"].iloc[0]), cid=cid))

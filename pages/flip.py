@@ -13,14 +13,7 @@ from ui import state
 from ui.format import flip_display, live_line, md_escape, num, pct
 
 state.init_state()
-store = state.get_store()
-audit_id = state.active_audit(store)
-state.require(audit_id is not None, "Start an audit on the Freeze page first.", "freeze",
-              "Go to step 1 · Freeze")
-state.require(store.n_draws(audit_id) > 0,
-              "This audit has no draws yet: run the screener or upload exported draws first.",
-              "run", "Go to step 3 · Run")
-result = state.get_result(store, audit_id)
+store, audit_id, result = state.analysed_audit()
 live = state.live_settings(audit_id, result)
 curve = state.flip_curve(store, audit_id)
 

@@ -109,3 +109,17 @@ def test_view_k_changes_only_the_band(k):
     assert v.band.k == k
     assert v.band.two_sd == pytest.approx((50 - k * res.live.within_sd, 50 + k * res.live.within_sd))
     assert v.flip == res.view().flip
+
+
+def test_a_single_candidate_gives_no_verdicts_and_says_why():
+    """Only a pre-flight's draws (one candidate, 3 runs): no between-SD, no verdict, a note."""
+    import pandas as pd
+
+    from core.audit import analyze_frames
+    rows = [("c1", r, "a", float(r)) for r in range(1, 4)] + \
+        [("c1", r, "total", float(r)) for r in range(1, 4)]
+    res = analyze_frames(pd.DataFrame(rows, columns=["candidate_id", "run", "criterion",
+                                                     "score"]), settings=None)
+    assert res.criteria["verdict"].tolist() == ["", ""]
+    assert any("only 1 candidate has draws" in n for n in res.notes)
+    assert res.icc is None

@@ -263,3 +263,26 @@ def test_sample_can_be_redrawn_until_the_first_draw(app, db):
     # the demo has draws: its sample is locked
     at = _open(_app_on(db, DEMO_AUDIT_ID), "sample")
     assert not [b for b in at.button if b.label == "Draw another sample"]
+
+
+def test_preflight_draws_alone_are_not_an_audit_yet(db):
+    """Three draws of one candidate (what a pre-flight leaves): the statistics pages send the
+    user to Run, and the sidebar does not call those steps done."""
+    import pandas as pd
+
+    from core.freeze import FreezeSheet
+    store = Store(db)
+    sheet = FreezeSheet(req_id="pf", side_effect_free=True, result_cache_off=True)
+    store.save_audit("pf-audit", sheet.to_dict(), sheet.hash, {"runs": 15})
+    store.set_candidates("pf-audit", pd.DataFrame({"candidate_id": ["a", "b"],
+                                                    "stratum": "band"}))
+    store.write_results("pf-audit", None, pd.DataFrame({
+        "candidate_id": "a", "run": [1, 2, 3], "criterion": "total", "score": [70., 72., 75.],
+        "request_id": ["r1", "r2", "r3"], "model": None, "clipped": False}))
+    store.close()
+    at = _app_on(db, "pf-audit")
+    side = " ".join(m.value for m in at.sidebar.markdown)
+    assert "needs draws from at least 2 candidates" in side
+    for page in ("flip", "band", "criteria"):
+        at = _open(at, page)
+        assert any("Only one candidate has draws" in i.value for i in at.info), page

@@ -237,6 +237,16 @@ def test_preflight_passes_a_stochastic_screener_and_measures_latency(store, serv
     assert len(store.load_calls("pl")) == 24
 
 
+def test_preflight_never_gives_a_candidate_more_runs_than_the_audit(store, server):
+    """With 2 runs per candidate the pre-flight makes 2 calls, not 3: every candidate ends
+    with exactly 2 draws."""
+    make_audit(store, "p2")
+    options = RunOptions(runs=2, concurrency=4, preflight=True, **FAST)
+    st = asyncio.run(Runner(store, "p2", http_screener(server), options).run())
+    assert st.done == st.total == 12
+    assert set(draws_per_candidate(store, "p2").values()) == {2}
+
+
 def test_a_different_reported_model_is_a_second_population(store, server):
     server.set(switch_model_after=12, switch_model="fake-model-1-2026-02-01")
     make_audit(store, "d")

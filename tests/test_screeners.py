@@ -146,6 +146,21 @@ def test_credentials_in_config_headers_are_refused():
                        criteria=RUBRIC)
 
 
+@pytest.mark.parametrize("kind,options,field", [
+    ("openai-chat", {"base_url": "http://x/v1", "model": "m-1",
+                     "prompt": "Score this candidate."}, "prompt_template"),
+    ("anthropic", {"model": "claude-haiku-4-5-20251001", "prompt": "Score it."},
+     "prompt_template"),
+    ("http-json", {"url": "http://x", "model": "m-1",
+                   "body": {"id": "{candidate_id}"}}, "body_template"),
+])
+def test_a_template_without_the_application_is_refused(kind, options, field):
+    """A prompt that never inserts {application} would score an empty application N times."""
+    with pytest.raises(InputError, match=field) as exc:
+        build_screener(kind, options, criteria=RUBRIC)
+    assert "{application}" in str(exc.value)
+
+
 def test_unknown_screener_field_is_refused():
     with pytest.raises(InputError, match="temprature"):
         build_screener("openai-chat", {"base_url": "http://x/v1", "model": "m-1",

@@ -272,6 +272,28 @@ def require(ok: bool, message: str, page: str, label: str) -> None:
         st.stop()
 
 
+def candidates_with_draws(store: Store, audit_id: str) -> int:
+    return len({c for c, _ in store.completed_pairs(audit_id)})
+
+
+def analysed_audit() -> tuple[Store, str, AuditResult]:
+    """The statistics pages' prerequisites: an active audit with draws from at least two
+    candidates (a pre-flight's three draws of one candidate are not an audit yet).
+
+    Returns the store, the audit id and its cached analysis; otherwise explains and stops.
+    """
+    store = get_store()
+    audit_id = active_audit(store)
+    require(audit_id is not None, "Start an audit on the Freeze page first.", "freeze",
+            "Go to step 1 · Freeze")
+    n = candidates_with_draws(store, audit_id)
+    require(n > 0, "This audit has no draws yet: run the screener or upload exported draws "
+            "first.", "run", "Go to step 3 · Run")
+    require(n > 1, "Only one candidate has draws so far (the pre-flight): start the run to "
+            "measure the spread between candidates.", "run", "Go to step 3 · Run")
+    return store, audit_id, get_result(store, audit_id)
+
+
 def sheet_of(store: Store, audit_id: str) -> FreezeSheet | None:
     """The audit's freeze sheet, or None when it is missing or invalid."""
     try:
@@ -326,16 +348,20 @@ def step_status(store: Store, audit_id: str) -> list[StepStatus]:
                               f"needs {n_cands * int(runs) - pairs} more draws (resume)"))
     else:
         out.append(StepStatus("run", "done", f"done — {pairs} draws"))
-    if not n_draws:
+    if not n_draws or candidates_with_draws(store, audit_id) < 2:
         for step in ("criteria", "flip", "band"):
-            out.append(StepStatus(step, "needs", "needs draws"))
+            out.append(StepStatus(step, "needs", "needs draws" if not n_draws else
+                                  "needs draws from at least 2 candidates"))
         return out
+    partial = bool(runs and n_cands and pairs < n_cands * int(runs))
+    done = "preliminary — the run is not complete" if partial else "done"
+    state_ = "needs" if partial else "done"
     crit = store.get_criteria(audit_id)
-    out.append(StepStatus("criteria", "done" if len(crit) else "needs",
-                          "done" if len(crit) else "skipped — the screener returns only a total"))
-    out.append(StepStatus("flip", "done", "done — move the cutoff"))
-    out.append(StepStatus("band", "done" if n_pool else "needs",
-                          "done" if n_pool else "needs the pool for reviews per req"))
+    out.append(StepStatus("criteria", state_ if len(crit) else "needs",
+                          done if len(crit) else "skipped — the screener returns only a total"))
+    out.append(StepStatus("flip", state_, f"{done} — move the cutoff"))
+    out.append(StepStatus("band", state_ if n_pool else "needs",
+                          done if n_pool else "needs the pool for reviews per req"))
     return out
 
 

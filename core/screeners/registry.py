@@ -62,6 +62,16 @@ def _text(options: Mapping[str, Any], file_key: str, inline_key: str, base_dir: 
     return default
 
 
+def _prompt(options: Mapping[str, Any], base_dir: Path) -> str:
+    """The prompt template; it must insert the application, or every call scores nothing."""
+    text = _text(options, "prompt_template", "prompt", base_dir, DEFAULT_PROMPT) or DEFAULT_PROMPT
+    if "{application}" not in text:
+        raise InputError("the prompt template never inserts the application: add "
+                         "{application} where the application text goes (field "
+                         "'prompt_template')")
+    return text
+
+
 def _sampling(sheet: FreezeSheet | None) -> dict[str, float]:
     """Sampling parameters to send: only when the sheet says they are settable and records them."""
     if sheet is None or sheet.sampling != "settable":
@@ -109,6 +119,10 @@ def build_screener(kind: str, options: Mapping[str, Any], *, criteria: tuple[Cri
             except json.JSONDecodeError as exc:
                 raise InputError(f"body_template is not JSON: {exc.msg} at line {exc.lineno} "
                                  "(field 'body_template')") from None
+        if body is not None and "{application}" not in json.dumps(body):
+            raise InputError("the body template never inserts the application: add "
+                             "\"{application}\" where the application text goes (field "
+                             "'body_template')")
         headers = {str(k): str(v) for k, v in (options.get("headers") or {}).items()}
         bad = sorted(h for h in headers if h.lower() in _SECRET_HEADERS)
         if bad:
@@ -125,8 +139,7 @@ def build_screener(kind: str, options: Mapping[str, Any], *, criteria: tuple[Cri
                              "http://127.0.0.1:8000/v1 (field 'base_url')")
         return OpenAIChatScreener(
             base_url=str(options["base_url"]), model=model, criteria=criteria, parse=parse,
-            prompt_template=_text(options, "prompt_template", "prompt", base, DEFAULT_PROMPT)
-            or DEFAULT_PROMPT,
+            prompt_template=_prompt(options, base),
             system_template=_text(options, "system_template", "system", base, DEFAULT_SYSTEM),
             api_key=api_key, json_mode=bool(options.get("json_mode", True)),
             seed_per_draw=bool(options.get("seed_per_draw", False)), sampling=sampling,
@@ -135,8 +148,7 @@ def build_screener(kind: str, options: Mapping[str, Any], *, criteria: tuple[Cri
         return AnthropicScreener(
             model=model, base_url=str(options.get("base_url", "https://api.anthropic.com")),
             criteria=criteria, parse=parse,
-            prompt_template=_text(options, "prompt_template", "prompt", base, DEFAULT_PROMPT)
-            or DEFAULT_PROMPT,
+            prompt_template=_prompt(options, base),
             system_template=_text(options, "system_template", "system", base, DEFAULT_SYSTEM),
             api_key=api_key, sampling=sampling, max_tokens=int(options.get("max_tokens", 1024)),
             prompt_caching=bool(options.get("prompt_caching", True)))
