@@ -20,6 +20,7 @@ text that leaves an adapter goes through :func:`scrub`.
 
 from __future__ import annotations
 
+import abc
 import email.utils
 import json
 import math
@@ -253,7 +254,7 @@ def render_template(template: str, values: Mapping[str, Any]) -> str:
     return out
 
 
-class Screener:
+class Screener(abc.ABC):
     """Base class of the adapters.
 
     Subclasses set ``kind`` and implement :meth:`call`. ``uses_http`` tells the engine whether
@@ -269,9 +270,10 @@ class Screener:
         self.criteria = tuple(criteria)
         self.parse_spec = parse or ParseSpec()
 
+    @abc.abstractmethod
     async def call(self, client: httpx.AsyncClient | None,
-                   request: ScreenRequest) -> RawResult:  # pragma: no cover - interface
-        raise NotImplementedError
+                   request: ScreenRequest) -> RawResult:
+        """One call of the screener on one application (the adapter's whole job)."""
 
     def parse(self, raw: RawResult) -> Parsed:
         """Scores from the answer text (raises :class:`~core.screeners.parsing.ParseError`)."""
