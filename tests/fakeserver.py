@@ -134,9 +134,11 @@ class FakeServer:
         async def _shutdown() -> None:
             if self._server is not None:
                 self._server.close()
-            for t in asyncio.all_tasks():
-                if t is not asyncio.current_task():
-                    t.cancel()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            # let the handlers see their cancellation before the loop stops
+            await asyncio.gather(*tasks, return_exceptions=True)
             loop.stop()
         asyncio.run_coroutine_threadsafe(_shutdown(), loop)
         if self._thread is not None:
