@@ -127,6 +127,17 @@ def band_panel() -> None:
             "nobody reviews).")
         st.caption(f"This is a normal approximation. {ex.note}")
 
+    saved = result.settings
+    to_save = {"k": float(k), "capacity": live["capacity"],
+               "applications_per_req": live["apps"], "halfwidth_override": override}
+    unchanged = all(getattr(saved, name) == value for name, value in to_save.items())
+    if st.button("Save k, half-width, applications and capacity to the audit",
+                 disabled=unchanged, key="save-band",
+                 help="Stored with the audit, so reports from the command line "
+                      "(python -m core report --db … --audit …) use them too."):
+        store.update_settings(audit_id, to_save)
+        st.rerun()
+
     st.divider()
     st.subheader("Report")
     shown = state.with_live(result, live)

@@ -178,6 +178,22 @@ def test_band_page_k_slider_capacity_and_report(app):
     assert metrics["Manual-review band"] == "73.0 – 83.0"
 
 
+def test_band_settings_saved_to_the_audit_reach_the_command_line_report(app):
+    """Save k = 1.5 and capacity 60 on the Band page: the stored audit's report (what
+    'python -m core report --db … --audit …' prints) then uses them."""
+    from core.report import render_text
+    at = _open(app, "band")
+    assert at.button(key="save-band").disabled  # nothing changed yet
+    at.slider(key="w_k").set_value(1.5).run()
+    at.number_input(key="w_capacity").set_value(60.0).run()
+    at.button(key="save-band").click().run()
+    assert not at.exception
+    stored = _store(at).get_audit(DEMO_AUDIT_ID)["settings"]
+    assert stored["k"] == 1.5 and stored["capacity"] == 60.0
+    text = render_text(analyze(_store(at), DEMO_AUDIT_ID))
+    assert "k = 1.5" in text and "reviewer capacity 60 per req" in text
+
+
 def test_sample_page_shows_the_saved_sample(app):
     at = _open(app, "sample")
     saved = " ".join(s.value for s in at.success)
