@@ -2,6 +2,10 @@
 # (re-installed only when the file changes). Sets VENV.
 VENV="${VENV:-.venv}"
 req="$1"
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "Python 3.11 or newer is needed as 'python3' (found: $(python3 --version 2>&1))." >&2
+  exit 1
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   echo "Creating $VENV…"
   python3 -m venv "$VENV"
