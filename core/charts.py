@@ -1,16 +1,23 @@
 """Plotly figures shared by the pages and the HTML report (no streamlit here).
 
 Large audits: single draws are drawn with ``Scattergl``; a histogram is binned in numpy.
-Candidate ids and criterion names go into figures as data (Plotly escapes them), never as HTML.
+Candidate ids and criterion names go into figures escaped (Plotly renders tags in labels).
+
+Speed: the flip and band panels rebuild their figures on every slider move. Building them with
+``go.Figure`` property validation (``add_hline``, ``template="plotly_white"`` …) costs 15–30 ms a
+figure, so figures here are written as plain dicts with a pre-resolved template and wrapped
+without re-validation; ``tests/test_charts.py`` checks every figure against the full validator.
 """
 
 from __future__ import annotations
 
 import html
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from core.band import Band
 
@@ -18,8 +25,15 @@ __all__ = ["criteria_chart", "draws_strip", "pool_histogram", "flip_curve_chart"
            "VERDICT_COLOURS"]
 
 VERDICT_COLOURS = {"WORKING": "#2a9d8f", "NOISY": "#e76f51", "DEAD": "#8d99ae", "": "#264653"}
-_LAYOUT = dict(template="plotly_white", margin=dict(l=40, r=20, t=50, b=40), height=360,
-               font=dict(size=13))
+_TEMPLATE: dict[str, Any] = pio.templates["plotly_white"].to_plotly_json()
+_LAYOUT = dict(margin=dict(l=40, r=20, t=50, b=40), height=360, font=dict(size=13))
+_CUTOFF = dict(color="#e63946", width=2)
+
+
+def _figure(data: list[dict[str, Any]], **layout: Any) -> go.Figure:
+    """A figure from plain dicts, not re-validated (see the module docstring)."""
+    return go.Figure(data=data, layout={"template": _TEMPLATE, **_LAYOUT, **layout},
+                     _validate=False)
 
 
 def _safe(values: object) -> np.ndarray:
@@ -28,19 +42,30 @@ def _safe(values: object) -> np.ndarray:
                     dtype=object)
 
 
+def _hline(y: float, colour: dict[str, Any] | None = None) -> dict[str, Any]:
+    return dict(type="line", xref="paper", x0=0, x1=1, y0=y, y1=y, line=colour or _CUTOFF)
+
+
+def _vline(x: float) -> dict[str, Any]:
+    return dict(type="line", yref="paper", y0=0, y1=1, x0=x, x1=x, line=_CUTOFF)
+
+
+def _note(text: str, **where: Any) -> dict[str, Any]:
+    return dict(text=text, showarrow=False, font=dict(size=12, color="#555"), **where)
+
+
 def criteria_chart(table: pd.DataFrame) -> go.Figure:
     """Within- vs between-candidate SD per criterion, coloured by verdict."""
-    t = table[table["criterion"] != "total"].assign(
-        criterion=lambda d: _safe(d["criterion"]))
-    fig = go.Figure()
-    fig.add_bar(name="within-candidate SD (noise)", x=t["criterion"], y=t["within_sd"],
-                marker_color=[VERDICT_COLOURS.get(v, "#264653") for v in t["verdict"]],
-                text=t["verdict"], textposition="outside")
-    fig.add_bar(name="between-candidate SD (signal)", x=t["criterion"], y=t["between_sd"],
-                marker_color="rgba(38,70,83,0.35)")
-    fig.update_layout(barmode="group", title="Noise vs signal per criterion", yaxis_title="points",
-                      legend=dict(orientation="h", y=-0.2), **_LAYOUT)
-    return fig
+    t = table[table["criterion"] != "total"]
+    names = _safe(t["criterion"])
+    return _figure(
+        [dict(type="bar", name="within-candidate SD (noise)", x=names, y=t["within_sd"],
+              marker=dict(color=[VERDICT_COLOURS.get(v, "#264653") for v in t["verdict"]]),
+              text=list(t["verdict"]), textposition="outside"),
+         dict(type="bar", name="between-candidate SD (signal)", x=names, y=t["between_sd"],
+              marker=dict(color="rgba(38,70,83,0.35)"))],
+        barmode="group", title=dict(text="Noise vs signal per criterion"),
+        yaxis=dict(title=dict(text="points")), legend=dict(orientation="h", y=-0.2))
 
 
 def draws_strip(candidate_ids: np.ndarray, cand: np.ndarray, total: np.ndarray,
@@ -58,26 +83,28 @@ def draws_strip(candidate_ids: np.ndarray, cand: np.ndarray, total: np.ndarray,
     y = total[shown]
     flip_draw = flips[cand][shown]
     labels = _safe(candidate_ids)[cand][shown]
-    fig = go.Figure()
-    rng = np.random.default_rng(0)
-    jitter = rng.uniform(-0.25, 0.25, size=len(x))
+    jitter = np.random.default_rng(0).uniform(-0.25, 0.25, size=len(x))
+    data = []
     for mask, name, colour in ((~flip_draw, "no flip", "rgba(38,70,83,0.45)"),
                                (flip_draw, "flips at this cutoff", "#e76f51")):
-        fig.add_trace(go.Scattergl(x=x[mask] + jitter[mask], y=y[mask], mode="markers",
-                                   name=name, marker=dict(size=5, color=colour),
-                                   customdata=labels[mask],
-                                   hovertemplate="%{customdata}: %{y}<extra></extra>"))
+        data.append(dict(type="scattergl", x=x[mask] + jitter[mask], y=y[mask], mode="markers",
+                         name=name, marker=dict(size=5, color=colour), customdata=labels[mask],
+                         hovertemplate="%{customdata}: %{y}<extra></extra>"))
+    shapes, notes = [], []
     if band is not None:
-        fig.add_hrect(y0=band.low, y1=band.high, fillcolor="rgba(233,196,106,0.25)",
-                      line_width=0, annotation_text="manual-review band",
-                      annotation_position="top left")
-    fig.add_hline(y=cutoff, line=dict(color="#e63946", width=2),
-                  annotation_text=f"cutoff {cutoff:g}", annotation_position="bottom right")
-    fig.update_layout(title="Every single draw, candidates sorted by mean total",
-                      xaxis_title="candidate (sorted by mean total)", yaxis_title="total",
-                      legend=dict(orientation="h", y=-0.2), **_LAYOUT)
-    fig.update_xaxes(showticklabels=False)
-    return fig
+        shapes.append(dict(type="rect", xref="paper", x0=0, x1=1, y0=band.low, y1=band.high,
+                           fillcolor="rgba(233,196,106,0.25)", line=dict(width=0),
+                           layer="below"))
+        notes.append(_note("manual-review band", xref="paper", x=0, y=band.high,
+                           xanchor="left", yanchor="bottom"))
+    shapes.append(_hline(cutoff))
+    notes.append(_note(f"cutoff {cutoff:g}", xref="paper", x=1, y=cutoff, xanchor="right",
+                       yanchor="top"))
+    return _figure(data, shapes=shapes, annotations=notes,
+                   title=dict(text="Every single draw, candidates sorted by mean total"),
+                   xaxis=dict(title=dict(text="candidate (sorted by mean total)"),
+                              showticklabels=False),
+                   yaxis=dict(title=dict(text="total")), legend=dict(orientation="h", y=-0.2))
 
 
 def pool_histogram(pool: np.ndarray, cutoff: float, band: Band | None = None,
@@ -86,33 +113,41 @@ def pool_histogram(pool: np.ndarray, cutoff: float, band: Band | None = None,
     """The pool's first-pass scores, with the cutoff, the band and (optionally) sample zones."""
     counts, edges = np.histogram(pool, bins=bins)
     centers = (edges[:-1] + edges[1:]) / 2
-    fig = go.Figure(go.Bar(x=centers, y=counts, width=np.diff(edges),
-                           marker_color="rgba(38,70,83,0.55)", name="applicants"))
+    shapes, notes = [], []
     for name, (lo, hi) in (zones or {}).items():
-        fig.add_vrect(x0=lo, x1=hi, fillcolor="rgba(42,157,143,0.15)", line_width=0,
-                      annotation_text=name, annotation_position="top left")
+        shapes.append(dict(type="rect", yref="paper", y0=0, y1=1, x0=lo, x1=hi,
+                           fillcolor="rgba(42,157,143,0.15)", line=dict(width=0),
+                           layer="below"))
+        notes.append(_note(html.escape(name), yref="paper", y=1, x=lo, xanchor="left",
+                           yanchor="top"))
     if band is not None:
-        fig.add_vrect(x0=band.low, x1=band.high, fillcolor="rgba(233,196,106,0.35)",
-                      line_width=0, annotation_text="manual review",
-                      annotation_position="top right")
-    fig.add_vline(x=cutoff, line=dict(color="#e63946", width=2))
-    fig.update_layout(title="The req's pool (first-pass scores)", xaxis_title="first-pass score",
-                      yaxis_title="applicants", showlegend=False, bargap=0.02, **_LAYOUT)
-    return fig
+        shapes.append(dict(type="rect", yref="paper", y0=0, y1=1, x0=band.low, x1=band.high,
+                           fillcolor="rgba(233,196,106,0.35)", line=dict(width=0),
+                           layer="below"))
+        notes.append(_note("manual review", yref="paper", y=1, x=band.high, xanchor="right",
+                           yanchor="top"))
+    shapes.append(_vline(cutoff))
+    return _figure(
+        [dict(type="bar", x=centers, y=counts, width=np.diff(edges), name="applicants",
+              marker=dict(color="rgba(38,70,83,0.55)"))],
+        shapes=shapes, annotations=notes, showlegend=False, bargap=0.02,
+        title=dict(text="The req's pool (first-pass scores)"),
+        xaxis=dict(title=dict(text="first-pass score")),
+        yaxis=dict(title=dict(text="applicants")))
 
 
 def flip_curve_chart(curve: pd.DataFrame, cutoff: float) -> go.Figure:
     """Flip count and mean disagreement against the cutoff, current cutoff marked."""
-    fig = go.Figure()
-    fig.add_scatter(x=curve["cutoff"], y=curve["candidates_with_flip"], mode="lines",
-                    name="candidates with any flip", line=dict(color="#e76f51"))
-    fig.add_scatter(x=curve["cutoff"], y=curve["mean_disagreement"], mode="lines",
-                    name="mean disagreement (two draws)", yaxis="y2",
-                    line=dict(color="#264653", dash="dot"))
-    fig.add_vline(x=cutoff, line=dict(color="#e63946", width=2))
-    fig.update_layout(title="How the cutoff's position drives the coin flips",
-                      xaxis_title="cutoff", yaxis=dict(title="candidates with a flip"),
-                      yaxis2=dict(title="mean disagreement", overlaying="y", side="right",
-                                  rangemode="tozero"),
-                      legend=dict(orientation="h", y=-0.2), **_LAYOUT)
-    return fig
+    return _figure(
+        [dict(type="scatter", x=curve["cutoff"], y=curve["candidates_with_flip"],
+              mode="lines", name="candidates with any flip", line=dict(color="#e76f51")),
+         dict(type="scatter", x=curve["cutoff"], y=curve["mean_disagreement"], mode="lines",
+              name="mean disagreement (two draws)", yaxis="y2",
+              line=dict(color="#264653", dash="dot"))],
+        shapes=[_vline(cutoff)],
+        title=dict(text="How the cutoff's position drives the coin flips"),
+        xaxis=dict(title=dict(text="cutoff")),
+        yaxis=dict(title=dict(text="candidates with a flip")),
+        yaxis2=dict(title=dict(text="mean disagreement"), overlaying="y", side="right",
+                    rangemode="tozero"),
+        legend=dict(orientation="h", y=-0.2))
