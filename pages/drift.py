@@ -324,7 +324,7 @@ def _carry_into_reports(D: float) -> None:
         except AuditError as exc:
             st.error(_plain(exc))
             return
-        st.success(f"Saved: reports of {screener.strip()} now carry this re-audit date.")
+        st.success(f"Saved: reports of {_plain(screener.strip())} now carry this re-audit date.")
 
 
 st.header("Horizon")
