@@ -262,15 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command in _COMMANDS:
-            return _COMMANDS[args.command](args)
-        handler = getattr(args, "handler", None)
-        if handler is None:
-            for mod, fn in (("core.run_cli", "run_run"), ("core.drift_cli", "run_drift")):
-                module = __import__(mod, fromlist=[fn])
-                if (args.command == "run" and fn == "run_run") or (
-                        args.command == "drift" and fn == "run_drift"):
-                    return int(getattr(module, fn)(args))
+        handler = _COMMANDS.get(args.command) or getattr(args, "func", None)
+        if handler is None:  # pragma: no cover - every subparser sets one
             parser.error(f"unknown command {args.command}")
         return int(handler(args))
     except AuditError as exc:

@@ -43,7 +43,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Drive N independent replications per candidate against the screener in "
                     "the config, store every call, and resume where a previous run stopped.")
     _add_arguments(p)
-    p.set_defaults(func=run_run, handler=run_run)
+    p.set_defaults(func=run_run)
     return p
 
 
