@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from apptest_helpers import app_on, app_store, open_page, plain
 from streamlit.testing.v1 import AppTest
 
 from core.audit import analyze
@@ -36,21 +37,11 @@ def app(db) -> AppTest:
 
 
 def _store(at: AppTest) -> Store:
-    """The app's own store (the cached resource), to compute what the page must show."""
-    from ui.state import _open_store, db_path
-    return _open_store(db_path())
+    return app_store()
 
 
-def _open(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"pages/{page}.py")
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _plain(markdown: str) -> str:
-    """Message text without the Markdown escapes that keep user text literal."""
-    return markdown.replace("\\", "")
+_open = open_page
+_plain = plain
 
 
 def _live(at: AppTest) -> dict[str, str]:
@@ -224,12 +215,7 @@ def test_new_audit_from_the_frozen_sheet_copies_sheet_and_pool(app):
 
 
 def _app_on(db, audit_id: str) -> AppTest:
-    """A session opened on ``?audit=<id>`` (how a reload keeps the active audit)."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params["audit"] = audit_id
-    at.run()
-    assert not at.exception
-    return at
+    return app_on(audit_id)
 
 
 def test_guards_send_a_user_to_the_step_that_fixes_it(db):

@@ -25,6 +25,7 @@ from core.store import Store
 from ui.format import money
 
 sys.path.insert(0, str(Path(__file__).parent))
+from apptest_helpers import app_on, app_store, open_page, plain  # noqa: E402
 from fakeserver import FakeServer  # noqa: E402
 
 TIMEOUT = 60
@@ -46,29 +47,10 @@ def server():
         yield srv
 
 
-def _store() -> Store:
-    """The app's own store (the cached resource)."""
-    from ui.state import _open_store, db_path
-    return _open_store(db_path())
-
-
-def _app_on(audit_id: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params["audit"] = audit_id
-    at.run()
-    assert not at.exception
-    return at
-
-
-def _open(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"pages/{page}.py")
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _plain(markdown: str) -> str:
-    return markdown.replace("\\", "")
+_store = app_store
+_app_on = app_on
+_open = open_page
+_plain = plain
 
 
 def _button(at: AppTest, label: str):
