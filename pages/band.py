@@ -13,7 +13,7 @@ import streamlit as st
 
 from core import charts, report
 from ui import state
-from ui.format import live_line, num, pct
+from core.format import live_line, num, pct
 
 state.init_state()
 store, audit_id, result = state.analysed_audit()

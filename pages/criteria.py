@@ -5,7 +5,7 @@ import streamlit as st
 from core import charts
 from core.criteria import sd_interval
 from ui import state
-from ui.format import criteria_display, md_escape, num, pct
+from core.format import criteria_display, md_escape, num, pct
 
 state.init_state()
 store, audit_id, result = state.analysed_audit()

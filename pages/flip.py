@@ -10,7 +10,7 @@ import streamlit as st
 from core import charts
 from core.flip import effective_cutoff
 from ui import state
-from ui.format import flip_display, live_line, md_escape, num, pct
+from core.format import flip_display, live_line, md_escape, num, pct
 
 state.init_state()
 store, audit_id, result = state.analysed_audit()

@@ -11,7 +11,7 @@ from core.errors import AuditError
 from core.freeze import GATES, SAMPLING_REGIMES, TEMPERATURE_ZERO_NOTE, FreezeSheet
 from core.ingest import criteria_frame
 from ui import state
-from ui.format import md_escape
+from core.format import md_escape
 
 state.init_state()
 store = state.get_store()

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from core.audit import analyze
 from core.demo import DEMO_AUDIT_ID
 from core.store import Store
-from ui.format import LIVE_LINE_RE
+from core.format import LIVE_LINE_RE
 
 TIMEOUT = 60
 ROOT = Path(__file__).resolve().parents[1]

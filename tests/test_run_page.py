@@ -22,7 +22,7 @@ from core.ingest import criteria_frame
 from core.runner import PriceTable, estimate_run, registry
 from core.screeners.registry import build_screener
 from core.store import Store
-from ui.format import money
+from core.format import money
 
 sys.path.insert(0, str(Path(__file__).parent))
 from apptest_helpers import app_on, app_store, open_page, plain  # noqa: E402

@@ -32,7 +32,7 @@ from core.screeners.base import Screener
 from core.screeners.http_json import DEFAULT_BODY
 from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
 from core.screeners.registry import COMMON_KEYS, KIND_KEYS, KINDS, build_screener
-from ui.format import md_escape, money, num, seconds
+from core.format import md_escape, money, num, seconds
 from ui.state import show_error
 
 __all__ = [

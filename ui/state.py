@@ -32,7 +32,7 @@ from core.errors import AuditError
 from core.freeze import FreezeSheet
 from core.runner import RunRegistry, registry
 from core.store import Store
-from ui.format import md_escape
+from core.format import md_escape
 
 __all__ = [
     "ACTIVE_AUDIT", "PENDING_AUDIT", "LIVE", "PENDING_DRAWS", "PENDING_POOL", "SAMPLE_DRAFT",

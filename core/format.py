@@ -1,19 +1,30 @@
-"""Display formatting: rounding happens here, never in core. No streamlit import.
+"""Display formatting for pages and reports alike: rounding happens here, never in the statistics.
 
-User text (candidate ids, criterion names, file names) goes into tables and plain text; when it
-has to sit in Markdown it is escaped with :func:`md_escape` so it can never become markup.
+No streamlit import. User text (candidate ids, criterion names, file names) goes into tables and
+plain text; where it has to sit inside another format it is escaped for that target, here and
+only here:
+
+* Markdown — :func:`md_escape` (inline text) and :func:`md_cell` (a table cell: no newline, no pipe);
+* HTML — :func:`html_escape`;
+* a terminal — :func:`term_escape` (control characters and ANSI escapes shown, never obeyed);
+* a CSV a spreadsheet will open — :func:`csv_safe` (a leading ``= + - @``, tab or CR neutralised).
 """
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["md_escape", "num", "pct", "pts", "money", "criteria_display", "flip_display",
-           "seconds", "live_line", "LIVE_LINE_RE"]
+__all__ = ["md_escape", "md_cell", "html_escape", "term_escape", "csv_safe", "csv_safe_frame",
+           "pvalue", "num", "pct", "pts", "money", "criteria_display", "flip_display",
+           "seconds", "live_line", "LIVE_LINE_RE", "MISSING"]
+
+#: How a missing figure reads, everywhere.
+MISSING = "—"
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 
@@ -21,6 +32,66 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
 def md_escape(text: Any) -> str:
     """Escape Markdown (and HTML-looking) characters so user text renders literally."""
     return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+def md_cell(text: Any) -> str:
+    """Escape user text for one Markdown table cell: markup escaped, newlines and pipes neutralised."""
+    return md_escape(" ".join(str(text).splitlines())).replace("\r", " ")
+
+
+def html_escape(text: Any) -> str:
+    """Escape user text for HTML (quotes included)."""
+    return html.escape(str(text), quote=True)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def term_escape(text: Any) -> str:
+    """User text for a terminal: control characters (ANSI escapes, CR, NUL…) shown as ``\\xNN``.
+
+    Newlines inside user text are shown as ``\\n`` so an id can never forge a line of output.
+    """
+    s = str(text).replace("\n", "\\n")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: Any) -> Any:
+    """A cell for a CSV a spreadsheet may open: text starting like a formula gets a leading ``'``.
+
+    Numbers pass unchanged (a negative score is a number, not a formula).
+    """
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def csv_safe_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`csv_safe` over every text column of a frame (a copy)."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(csv_safe)
+    out.columns = [csv_safe(str(c)) for c in out.columns]
+    return out
+
+
+def pvalue(p: float | None, *, reps: int | None = None) -> str:
+    """A p-value for reading: ``< 0.001`` below 0.001; from a bootstrap of ``reps`` replications
+    never ``0`` but ``< 1/reps``."""
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return MISSING
+    p = float(p)
+    if reps is not None and p * reps < 1:
+        return f"< 1/{reps:,}"
+    if p < 0.001:
+        return "< 0.001"
+    if p < 0.01:
+        return f"{p:.3f}"
+    return f"{p:.2f}"
 
 
 def num(x: Any, nd: int = 1) -> str:
