@@ -4,7 +4,7 @@ No streamlit import. User text (candidate ids, criterion names, file names) goes
 plain text; where it has to sit inside another format it is escaped for that target, here and
 only here:
 
-* Markdown — :func:`md_escape` (inline text) and :func:`md_cell` (a table cell: no newline, no pipe);
+* Markdown — :func:`md_escape` (inline) and :func:`md_cell` (a table cell: no newline, no pipe);
 * HTML — :func:`html_escape`;
 * a terminal — :func:`term_escape` (control characters and ANSI escapes shown, never obeyed);
 * a CSV a spreadsheet will open — :func:`csv_safe` (a leading ``= + - @``, tab or CR neutralised).
@@ -35,7 +35,7 @@ def md_escape(text: Any) -> str:
 
 
 def md_cell(text: Any) -> str:
-    """Escape user text for one Markdown table cell: markup escaped, newlines and pipes neutralised."""
+    """User text for one Markdown table cell: markup escaped, newlines and pipes neutralised."""
     return md_escape(" ".join(str(text).splitlines())).replace("\r", " ")
 
 

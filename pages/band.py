@@ -12,8 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from core import charts, report
-from ui import state
 from core.format import live_line, num, pct
+from ui import state
 
 state.init_state()
 store, audit_id, result = state.analysed_audit()

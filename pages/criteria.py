@@ -4,8 +4,8 @@ import streamlit as st
 
 from core import charts
 from core.criteria import sd_interval
-from ui import state
 from core.format import criteria_display, md_escape, num, pct
+from ui import state
 
 state.init_state()
 store, audit_id, result = state.analysed_audit()

@@ -9,8 +9,8 @@ import streamlit as st
 
 from core import charts
 from core.flip import effective_cutoff
-from ui import state
 from core.format import flip_display, live_line, md_escape, num, pct
+from ui import state
 
 state.init_state()
 store, audit_id, result = state.analysed_audit()

@@ -8,10 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import AuditError
+from core.format import md_escape
 from core.freeze import GATES, SAMPLING_REGIMES, TEMPERATURE_ZERO_NOTE, FreezeSheet
 from core.ingest import criteria_frame
 from ui import state
-from core.format import md_escape
 
 state.init_state()
 store = state.get_store()

@@ -15,11 +15,11 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import AuditError
+from core.format import md_escape, num, seconds
 from core.ingest import commit_draws, validate_draws
 from core.runner import PriceTable, cache_verdict, estimate_run
 from ui import run_forms as forms
 from ui import state
-from core.format import md_escape, num, seconds
 
 state.init_state()
 store = state.get_store()

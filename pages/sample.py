@@ -6,10 +6,10 @@ import streamlit as st
 from core import charts
 from core.errors import AuditError
 from core.flip import effective_cutoff
+from core.format import md_escape, num
 from core.ingest import commit_pool, validate_pool
 from core.sample import DEFAULT_DESIGN, REDUCED_DESIGN, estimate_run, stratified_sample
 from ui import state
-from core.format import md_escape, num
 
 state.init_state()
 store = state.get_store()

@@ -14,8 +14,8 @@ from streamlit.testing.v1 import AppTest
 
 from core.audit import analyze
 from core.demo import DEMO_AUDIT_ID
-from core.store import Store
 from core.format import LIVE_LINE_RE
+from core.store import Store
 
 TIMEOUT = 60
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,11 +18,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.demo import demo_freeze_sheet
+from core.format import money
 from core.ingest import criteria_frame
 from core.runner import PriceTable, estimate_run, registry
 from core.screeners.registry import build_screener
 from core.store import Store
-from core.format import money
 
 sys.path.insert(0, str(Path(__file__).parent))
 from apptest_helpers import app_on, app_store, open_page, plain  # noqa: E402

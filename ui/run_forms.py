@@ -26,13 +26,13 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import AuditError, InputError
+from core.format import md_escape, money, num, seconds
 from core.freeze import FreezeSheet
 from core.runner import Estimate, PriceTable, RunOptions
 from core.screeners.base import Screener
 from core.screeners.http_json import DEFAULT_BODY
 from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
 from core.screeners.registry import COMMON_KEYS, KIND_KEYS, KINDS, build_screener
-from core.format import md_escape, money, num, seconds
 from ui.state import show_error
 
 __all__ = [

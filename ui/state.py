@@ -29,10 +29,10 @@ import streamlit as st
 from core.audit import AuditResult, analyze
 from core.demo import DEMO_AUDIT_ID, ensure_demo
 from core.errors import AuditError
+from core.format import md_escape
 from core.freeze import FreezeSheet
 from core.runner import RunRegistry, registry
 from core.store import Store
-from core.format import md_escape
 
 __all__ = [
     "ACTIVE_AUDIT", "PENDING_AUDIT", "LIVE", "PENDING_DRAWS", "PENDING_POOL", "SAMPLE_DRAFT",
