@@ -185,11 +185,11 @@ def pass_rate_scatter(candidate_ids: np.ndarray, rate_a: np.ndarray, rate_b: np.
                                "candidate(s): %{customdata[0]}<extra></extra>"),
             dict(type="scatter", x=[0, 1], y=[0, 1], mode="lines", name="no change",
                  line=dict(color="#8d99ae", dash="dot"), hoverinfo="skip")]
-    return _figure(data, title=dict(text=f"Share of draws passing at {cutoff:g}: A against B"),
+    return _figure(data, title=dict(text=f"Pass rate at {cutoff:g}, A vs B"),
                    xaxis=dict(title=dict(text="pass rate in A (before)"), tickformat=".0%",
                               range=[-0.05, 1.05]),
                    yaxis=dict(title=dict(text="pass rate in B (after)"), tickformat=".0%",
-                              range=[-0.05, 1.05], scaleanchor="x"),
+                              range=[-0.05, 1.05]),
                    legend=dict(orientation="h", y=-0.25))
 
 
@@ -202,7 +202,7 @@ def disagreement_curves(curve_a: pd.DataFrame, curve_b: pd.DataFrame, cutoff: fl
          dict(type="scatter", x=curve_b["cutoff"], y=curve_b["mean_disagreement"],
               mode="lines", name="B (after)", line=dict(color="#2a9d8f"))],
         shapes=[_vline(cutoff)],
-        title=dict(text="Decision noise against the cutoff"),
+        title=dict(text="Disagreement vs cutoff"),
         xaxis=dict(title=dict(text="cutoff")),
         yaxis=dict(title=dict(text="mean two-draw disagreement"), tickformat=".0%",
                    rangemode="tozero"),

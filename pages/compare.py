@@ -14,7 +14,7 @@ import streamlit as st
 from core import compare as cmp
 from core.demo import DEMO_AUDIT_ID, DEMO_V2_AUDIT_ID
 from core.errors import AuditError
-from core.format import compare_line, md_escape, num, pct, points_change
+from core.format import compare_line, md_escape, num, pct
 from ui import state
 
 state.init_state()
@@ -93,11 +93,11 @@ def harness_table() -> None:
     h2.caption(f"Harness hash B · {md_escape(b_id)}")
     h2.code(comparison.b.harness_hash or "not frozen", language=None, wrap_lines=True)
     shown = pd.DataFrame({"field": harness["field"], "A": harness["a"], "B": harness["b"],
-                          "differs": harness["differs"]})
+                          "differs": np.where(harness["differs"], "differs", "")})
     styled = shown.style.apply(
-        lambda row: ["background-color: #fff3cd" if row["differs"] else ""] * len(row), axis=1)
-    st.dataframe(styled, hide_index=True, width="stretch",
-                 column_config={"differs": st.column_config.CheckboxColumn()})
+        lambda row: ["background-color: #fff3cd" if row["differs"] else ""] * len(row),
+        axis=1).hide(axis="index")
+    st.table(styled)
     differ = ", ".join(harness.loc[harness["differs"], "field"]) or "none"
     st.caption(f"Fields that differ: {md_escape(differ)}.")
 
@@ -144,16 +144,18 @@ def compare_panel() -> None:
                        min_value=float(np.floor(lo)), max_value=float(np.ceil(hi)),
                        step=1.0 if integer else 0.5, format="%g", key=cutoff_key)
     capacity = s2.number_input("Reviewer capacity (reviews per req, both)", min_value=0.0,
-                               step=5.0, value=comparison.capacity, key=f"cmp_cap::{a_id}")
+                               step=5.0, value=comparison.capacity, format="%g",
+                               key=f"cmp_cap::{a_id}")
     view = comparison.view(float(cutoff), capacity=capacity)
     d = view.disagreement
     top.markdown(f"#### {md_escape(view.verdict)}")
     if d.low is not None:
-        top.caption(f"Change in mean two-draw disagreement {points_change(d.delta)} points, 95% "
-                    f"interval {points_change(d.low)} to {points_change(d.high)}: "
-                    + ("paired" if d.paired else "UNPAIRED (different candidates)")
+        top.caption("The interval for the change in mean two-draw disagreement: "
+                    + ("a paired" if d.paired else "an UNPAIRED (different candidates)")
                     + f" percentile bootstrap over {d.candidates} candidates, {d.reps:,} "
                     f"replications, seed {d.seed}.")
+    else:
+        top.caption(f"No interval for the change: {d.note}.")
     with st.container(key="compare-live"):
         st.caption(compare_line(view.cutoff, (view.view_a.flip.candidates_with_flip,
                                               view.view_b.flip.candidates_with_flip),
@@ -165,20 +167,22 @@ def compare_panel() -> None:
                                           (cols[1], "B", b_id, view.view_b, d.b)):
         with col.container(border=True, key=f"side-{tag.lower()}"):
             st.markdown(f"**{tag} · {md_escape(audit_id)}**")
-            m1, m2 = st.columns(2)
-            m1.metric("Candidates with any flip",
-                      f"{v.flip.candidates_with_flip} of {v.flip.candidates}")
-            m2.metric("Mean two-draw disagreement", pct(mean_d, 1))
-            m3, m4 = st.columns(2)
-            m3.metric("Manual-review band", f"{v.band.low:.1f} – {v.band.high:.1f}",
-                      help=f"width {v.band.high - v.band.low:.1f}; {v.band.rule}")
-            m4.metric("Manual reviews per req", "needs the pool" if v.needs_pool
-                      else num(round(v.manual_reviews_per_req, 1)))
+            # stacked, not in columns: two metrics side by side inside each audit's half are
+            # cut off ("16.…") on an 800-px screen
+            st.metric("Two-draw disagreement", pct(mean_d, 1),
+                      help="mean two-draw disagreement: the chance that two draws of the same "
+                           "application land on opposite sides of the cutoff")
+            st.metric("Manual reviews per req", "needs the pool" if v.needs_pool
+                      else num(round(v.manual_reviews_per_req, 1)),
+                      help="manual reviews per req: the pool's applications inside the band")
             f = v.flip
             worst = ("no flip" if not f.candidates_with_flip else
                      f"{md_escape(f.worst_candidate)}, {f.worst_passes}/{f.worst_runs} runs pass")
-            st.caption(f"Worst candidate: {worst}. Band: {md_escape(v.band.rule)} "
-                       f"(k = {v.band.k:g}).")
+            st.markdown(f"Candidates with any flip: **{f.candidates_with_flip} of "
+                        f"{f.candidates}**  \nManual-review band: **{v.band.low:.1f} – "
+                        f"{v.band.high:.1f}** (width {v.band.high - v.band.low:.1f}; "
+                        f"{md_escape(v.band.rule)}, k = {v.band.k:g})  \n"
+                        f"Worst candidate: {worst}")
             if v.capacity is not None and not v.needs_pool:
                 if v.over_capacity:
                     st.warning(f"Needs ~{v.manual_reviews_per_req:.0f} reviews per req; the team "
@@ -203,7 +207,7 @@ def compare_panel() -> None:
         st.plotly_chart(figs[-1], width="stretch", key="cmp-curves")
 
     st.subheader("Within-candidate noise per criterion")
-    st.dataframe(_criteria_frame(), hide_index=True, width="stretch")
+    st.table(_criteria_frame().style.format(precision=2).hide(axis="index"))
     st.caption("F = s²_A / s²_B with degrees of freedom Σ(n_i − 1) in each audit. *improved* "
                "when the whole 95% interval is above 1, *worse* when below 1, otherwise no "
                "detectable change; each row is its own interval, so with several criteria one "
