@@ -519,6 +519,8 @@ class Comparison:
         each audit's candidates resampled separately. Percentile interval at 95%; candidates with
         a single run (no d) are left out. No interval with fewer than 2 candidates (pairs).
         """
+        if self.withheld:
+            raise InputError(f"nothing is compared: {self.withheld}")
         ea, eb = self.engine_a, self.engine_b
         da = flip_mod.disagreement(ea.pass_counts(cutoff), ea.counts)
         db = flip_mod.disagreement(eb.pass_counts(cutoff), eb.counts)
