@@ -44,6 +44,7 @@ from core.live import LiveAudit, LiveView
 __all__ = [
     "CHANGES",
     "DEFAULT_REPS",
+    "MAX_REPS",
     "FORMATS",
     "HARNESS_FIELDS",
     "VarianceRatio",
@@ -64,6 +65,9 @@ __all__ = [
 #: The three outcomes of a variance-ratio interval.
 CHANGES = ("improved", "worse", "no detectable change")
 DEFAULT_REPS = 2000
+MAX_REPS = 100_000
+#: Bootstrap resampling counts held per comparison (replications × candidates, float32): 200 MB.
+MAX_BOOTSTRAP_CELLS = 50_000_000
 FORMATS = ("text", "md", "json", "html")
 LEVEL = 0.95
 _SPLIT_SEPARATORS = "_-.:/ "
@@ -253,8 +257,9 @@ def bootstrap_weights(k: int, reps: int, rng: np.random.Generator) -> np.ndarray
     jitter as the slider moves) and a seed reproduces it exactly.
     """
     if k < 1:
-        return np.zeros((reps, 0), dtype="float64")
-    return rng.multinomial(k, np.full(k, 1.0 / k), size=reps).astype("float64")
+        return np.zeros((reps, 0), dtype="float32")
+    # float32 holds every count exactly (k < 2**24) at half the memory of float64
+    return rng.multinomial(k, np.full(k, 1.0 / k), size=reps).astype("float32")
 
 
 def bootstrap_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
@@ -354,8 +359,13 @@ class Comparison:
     def __init__(self, a: AuditResult, b: AuditResult, *, reps: int = DEFAULT_REPS,
                  seed: int = 0, k: float | None = None, capacity: float | None = None,
                  applications_per_req: float | None = None) -> None:
-        if not isinstance(reps, (int, np.integer)) or reps < 100:
-            raise InputError(f"reps must be a whole number of at least 100; got {reps}")
+        if not isinstance(reps, (int, np.integer)) or not 100 <= reps <= MAX_REPS:
+            raise InputError(f"reps must be a whole number from 100 to {MAX_REPS:,}; got {reps}")
+        cells = int(reps) * (a.draws.K + (0 if a.draws.K == b.draws.K else b.draws.K))
+        if cells > MAX_BOOTSTRAP_CELLS:
+            raise InputError(f"reps {reps:,} × {max(a.draws.K, b.draws.K):,} candidates is too "
+                             f"large a bootstrap; lower reps to at most "
+                             f"{MAX_BOOTSTRAP_CELLS // max(a.draws.K, b.draws.K, 1):,}")
         if capacity is not None and not (np.isfinite(capacity) and capacity >= 0):
             raise InputError(f"capacity must be a number of reviews ≥ 0; got {capacity}")
         if applications_per_req is not None and not (np.isfinite(applications_per_req)
@@ -534,7 +544,7 @@ class Comparison:
                 return DisagreementChange(mean_a, mean_b, delta, None, None, True, k, self.reps,
                                           self.seed, "an interval over candidates needs at "
                                           "least 2 candidates with 2 or more runs")
-            lo, hi = bootstrap_interval(self._w @ diff / k)
+            lo, hi = bootstrap_interval(self._w @ diff.astype("float32") / k)
             return DisagreementChange(mean_a, mean_b, delta, lo, hi, True, k, self.reps,
                                       self.seed)
         xa, xb = da[self._keep_a], db[self._keep_b]
@@ -546,7 +556,8 @@ class Comparison:
                                       len(xa) + len(xb), self.reps, self.seed,
                                       "an interval over candidates needs at least 2 candidates "
                                       "with 2 or more runs in each audit")
-        reps = self._wb @ xb / len(xb) - self._wa @ xa / len(xa)
+        reps = (self._wb @ xb.astype("float32") / len(xb)
+                - self._wa @ xa.astype("float32") / len(xa))
         lo, hi = bootstrap_interval(reps)
         return DisagreementChange(mean_a, mean_b, delta, lo, hi, False, len(xa) + len(xb),
                                   self.reps, self.seed)
@@ -703,8 +714,8 @@ def report_dict(c: Comparison, *, cutoff: float | None = None, k: float | None =
                          "level": LEVEL, "reps": d.reps, "seed": d.seed,
                          "candidates": d.candidates, "note": d.note,
                          "method": ("paired percentile bootstrap over candidates" if d.paired
-                                    else "unpaired percentile bootstrap (each audit's "
-                                         "candidates resampled separately)")},
+                                    else "unpaired percentile bootstrap, each audit's "
+                                         "candidates resampled separately")},
         "flips": {"a": _flip_dict(v.view_a), "b": _flip_dict(v.view_b)},
         "band": {"a": [v.view_a.band.low, v.view_a.band.high],
                  "b": [v.view_b.band.low, v.view_b.band.high]},
@@ -747,9 +758,10 @@ def _lines(d: dict[str, Any], esc: Any) -> list[str]:
     L = ["AUDIT COMPARISON — did the fix work?"]
     for tag, s in (("A", a), ("B", b)):
         title = f' "{esc(s["req_title"])}"' if s.get("req_title") else ""
+        plural = "" if s["candidates"] == 1 else "s"
         L.append(f"{tag}: {esc(s['audit_id'])} — req {esc(s['req_id'] or '—')}{title}; "
-                 f"{s['candidates']} candidates, {s['evaluations']} evaluations; harness hash "
-                 f"{esc(s['harness_hash'] or '—')}")
+                 f"{s['candidates']} candidate{plural}, {s['evaluations']} evaluations; "
+                 f"harness hash {esc(s['harness_hash'] or '—')}")
     L += ["", "VERDICT", f"  {esc(d['verdict'])}", ""]
     if d["warnings"]:
         L.append("WARNINGS")
