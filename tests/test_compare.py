@@ -517,3 +517,31 @@ def test_page_with_a_cached_audit_names_the_guard(tmp_path, monkeypatch):
     assert not at.exception
     assert any("cache guard of audit B (cached)" in plain(e.value) for e in at.error)
     assert not any(COMPARE_LINE_RE.search(c.value) for c in at.caption)
+
+
+# ============================================================================ the charts
+def test_comparison_charts_are_valid_plotly_and_escape_ids(demo_pair):
+    import plotly.graph_objects as go
+
+    from core import charts
+    from core.compare import figures
+
+    c = Comparison(*demo_pair)
+    v = c.view(78.0)
+    scatter, curves = figures(c, v)
+    for fig in (scatter, curves):
+        go.Figure(fig.to_dict())          # the validating constructor raises on any bad property
+    pts = scatter.data[0]
+    # one marker per distinct (A, B) pair of pass rates, sized by how many candidates share it
+    pairs = {(round(a, 9), round(b, 9)) for a, b in zip(v.pass_rate_a, v.pass_rate_b)}
+    assert len(pts.x) == len(pairs)
+    assert int(np.sum(pts.customdata[:, 1].astype(int))) == 40
+    # the (100%, 100%) corner holds every candidate that passes all runs in both audits
+    corner = [i for i, (x, y) in enumerate(zip(pts.x, pts.y)) if x == 1 and y == 1][0]
+    assert int(pts.customdata[corner, 1]) == int(np.sum((v.pass_rate_a == 1)
+                                                        & (v.pass_rate_b == 1)))
+    assert [d.name for d in curves.data] == ["A (before)", "B (after)"]
+    fig = charts.pass_rate_scatter(np.array(["<b>x</b>", "y"]), np.array([0.5, 1.0]),
+                                   np.array([0.5, 1.0]), 5.0)
+    labels = " ".join(str(x) for x in fig.data[0].customdata[:, 0])
+    assert "<b>" not in labels and "&lt;b&gt;x&lt;/b&gt;" in labels
