@@ -299,6 +299,8 @@ class ComparisonView:
     pass_rate_a: np.ndarray
     pass_rate_b: np.ndarray
     verdict: str
+    disagreement_a: np.ndarray | None = None   # per candidate, d_i in A (NaN with one run)
+    disagreement_b: np.ndarray | None = None
 
 
 def _guard_reason(side: str, r: AuditResult) -> str | None:
@@ -400,6 +402,7 @@ class Comparison:
                 "populations, not the same applications")
         self.criteria: list[VarianceRatio] = []
         self.total: VarianceRatio | None = None
+        self._curves: tuple[Any, Any] | None = None
         if self.withheld:
             return
         self._pool_and_engines()
@@ -573,11 +576,23 @@ class Comparison:
         va = self.engine_a.view(t, kk, capacity=cap)
         vb = self.engine_b.view(t, kk, capacity=cap)
         dis = self.disagreement(t)
-        pa = self.engine_a.pass_counts(t) / self.engine_a.counts
-        pb = self.engine_b.pass_counts(t) / self.engine_b.counts
-        return ComparisonView(t, kk, va, vb, dis, pa, pb,
+        ea, eb = self.engine_a, self.engine_b
+        ka, kb = ea.pass_counts(t), eb.pass_counts(t)
+        return ComparisonView(t, kk, va, vb, dis, ka / ea.counts, kb / eb.counts,
                               verdict_sentence(t, dis, va.manual_reviews_per_req,
-                                               vb.manual_reviews_per_req))
+                                               vb.manual_reviews_per_req),
+                              flip_mod.disagreement(ka, ea.counts),
+                              flip_mod.disagreement(kb, eb.counts))
+
+    def curves(self) -> tuple[Any, Any]:
+        """Flip count and mean disagreement over the score range in A and B (computed once:
+        they do not depend on the cutoff, so a slider move only redraws the marker)."""
+        if self._curves is None:
+            lo, hi = self.score_range
+            step = 1.0 if hi - lo > 20 else 0.5
+            grid = np.arange(np.floor(lo), np.ceil(hi) + step, step)
+            self._curves = (self.engine_a.flip_curve(grid), self.engine_b.flip_curve(grid))
+        return self._curves
 
     def headline(self) -> str:
         """The verdict at the default cutoff, or why nothing is compared."""
@@ -728,8 +743,11 @@ def report_dict(c: Comparison, *, cutoff: float | None = None, k: float | None =
                  "applications_per_req": _num(c.applications_per_req)},
         "capacity": v.view_a.capacity,
         "per_candidate": None if not c.paired else [
-            {"candidate_id": str(cid), "pass_rate_a": _num(pa), "pass_rate_b": _num(pb)}
-            for cid, pa, pb in zip(c.engine_a.candidate_ids, v.pass_rate_a, v.pass_rate_b)],
+            {"candidate_id": str(cid), "pass_rate_a": _num(pa), "pass_rate_b": _num(pb),
+             "disagreement_a": _num(da), "disagreement_b": _num(db),
+             "change": _num(db - da)}
+            for cid, pa, pb, da, db in zip(c.engine_a.candidate_ids, v.pass_rate_a,
+                                           v.pass_rate_b, v.disagreement_a, v.disagreement_b)],
     })
     return out
 
@@ -916,11 +934,8 @@ def figures(c: Comparison, v: ComparisonView) -> list[Any]:
     if c.paired:
         figs.append(charts.pass_rate_scatter(c.engine_a.candidate_ids, v.pass_rate_a,
                                              v.pass_rate_b, v.cutoff))
-    lo, hi = c.score_range
-    step = 1.0 if hi - lo > 20 else 0.5
-    grid = np.arange(np.floor(lo), np.ceil(hi) + step, step)
-    figs.append(charts.disagreement_curves(c.engine_a.flip_curve(grid),
-                                           c.engine_b.flip_curve(grid), v.cutoff))
+    curve_a, curve_b = c.curves()
+    figs.append(charts.disagreement_curves(curve_a, curve_b, v.cutoff))
     return figs
 
 

@@ -348,6 +348,10 @@ def test_the_demos_second_audit_shows_the_split_improved_and_a_smaller_band(demo
     assert d["disagreement"]["high"] < 0       # less decision noise, beyond the interval
     assert d["verdict"].startswith("B reduces the decision noise at 78")
     assert d["harness_hash"]["a"] != d["harness_hash"]["b"]
+    per = pd.DataFrame(d["per_candidate"])
+    assert len(per) == 40
+    assert per["change"].mean() == pytest.approx(d["disagreement"]["delta"])
+    assert per["disagreement_a"].mean() == pytest.approx(d["disagreement"]["a"])
     differs = {h["field"] for h in d["harness"] if h["differs"]}
     assert differs == {"prompt_version", "rubric_version", "criteria"}
     assert d["warnings"] == []
