@@ -251,15 +251,19 @@ def bootstrap_weights(k: int, reps: int, rng: np.random.Generator) -> np.ndarray
 
     Notes
     -----
-    Drawing k candidates with replacement is a multinomial draw with k trials and equal
-    probabilities, so a bootstrap mean of ``x`` is ``W[r] @ x / k``. The matrix is drawn once per
+    Row r counts the k indices drawn uniformly with replacement for replicate r (a multinomial
+    draw with k trials and equal probabilities), so a bootstrap mean of ``x`` is
+    ``W[r] @ x / k``. The matrix is drawn once per
     comparison, so every cutoff is judged against the same resamples (the interval does not
     jitter as the slider moves) and a seed reproduces it exactly.
     """
     if k < 1:
         return np.zeros((reps, 0), dtype="float32")
+    picks = rng.integers(0, k, size=(reps, k), dtype=np.int64)
+    picks += np.arange(reps)[:, None] * k            # row r's picks land in row r's bins
+    counts = np.bincount(picks.ravel(), minlength=reps * k).reshape(reps, k)
     # float32 holds every count exactly (k < 2**24) at half the memory of float64
-    return rng.multinomial(k, np.full(k, 1.0 / k), size=reps).astype("float32")
+    return counts.astype("float32")
 
 
 def bootstrap_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float, float]:

@@ -549,3 +549,9 @@ def test_comparison_charts_are_valid_plotly_and_escape_ids(demo_pair):
                                    np.array([0.5, 1.0]), 5.0)
     labels = " ".join(str(x) for x in fig.data[0].customdata[:, 0])
     assert "<b>" not in labels and "&lt;b&gt;x&lt;/b&gt;" in labels
+
+
+def test_the_readme_quotes_the_demos_verdict(demo_pair):
+    verdict = report_dict(Comparison(*demo_pair))["verdict"].rstrip(".")
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert verdict in readme
