@@ -14,7 +14,7 @@ import streamlit as st
 from core import compare as cmp
 from core.demo import DEMO_AUDIT_ID, DEMO_V2_AUDIT_ID
 from core.errors import AuditError
-from core.format import compare_line, md_escape, num, pct
+from core.format import compare_line, md_cell, md_escape, num, pct
 from ui import state
 
 state.init_state()
@@ -92,7 +92,9 @@ def harness_table() -> None:
     h1.code(comparison.a.harness_hash or "not frozen", language=None, wrap_lines=True)
     h2.caption(f"Harness hash B · {md_escape(b_id)}")
     h2.code(comparison.b.harness_hash or "not frozen", language=None, wrap_lines=True)
-    shown = pd.DataFrame({"field": harness["field"], "A": harness["a"], "B": harness["b"],
+    # st.table renders Markdown in its cells: user text goes in escaped
+    shown = pd.DataFrame({"field": harness["field"], "A": harness["a"].map(md_cell),
+                          "B": harness["b"].map(md_cell),
                           "differs": np.where(harness["differs"], "differs", "")})
     styled = shown.style.apply(
         lambda row: ["background-color: #fff3cd" if row["differs"] else ""] * len(row),
@@ -119,7 +121,7 @@ _EXT = {"text": "txt", "md": "md", "json": "json", "html": "html"}
 def _criteria_frame() -> pd.DataFrame:
     rows = comparison.criteria + ([comparison.total] if comparison.total else [])
     return pd.DataFrame({
-        "criterion": [r.label for r in rows],
+        "criterion": [md_cell(r.label) for r in rows],   # st.table renders Markdown
         "within-SD A": [round(r.within_sd_a, 2) for r in rows],
         "within-SD B": [round(r.within_sd_b, 2) for r in rows],
         "F = s²A / s²B": [num(r.f_ratio, 2) if np.isfinite(r.f_ratio) else
@@ -205,6 +207,21 @@ def compare_panel() -> None:
         st.info("The audits scored different candidates, so there is no per-candidate chart; "
                 "the change above is unpaired.")
         st.plotly_chart(figs[-1], width="stretch", key="cmp-curves")
+
+    if comparison.paired:
+        with st.expander("Per candidate: pass rate and two-draw disagreement in A and B"):
+            per = pd.DataFrame({
+                "candidate": comparison.engine_a.candidate_ids.astype(str),
+                "pass rate A": (100 * view.pass_rate_a).round(1),
+                "pass rate B": (100 * view.pass_rate_b).round(1),
+                "disagreement A": (100 * view.disagreement_a).round(1),
+                "disagreement B": (100 * view.disagreement_b).round(1),
+                "change (points)": (100 * (view.disagreement_b - view.disagreement_a)).round(1),
+            }).sort_values("change (points)", key=np.abs, ascending=False, kind="stable")
+            st.dataframe(per, hide_index=True, width="stretch", height=300,
+                         column_config={c: st.column_config.NumberColumn(format="%.1f%%")
+                                        for c in ("pass rate A", "pass rate B",
+                                                  "disagreement A", "disagreement B")})
 
     st.subheader("Within-candidate noise per criterion")
     st.table(_criteria_frame().style.format(precision=2).hide(axis="index"))

@@ -477,8 +477,8 @@ def test_page_cli_and_report_agree_and_the_slider_moves_both(page_app, demo_db):
         reviews = [m.value for m in at.metric if m.label == "Manual reviews per req"]
         assert reviews == [f"{d['reviews_per_req']['a']:.0f}",
                            f"{d['reviews_per_req']['b']:.0f}"]
-    table = at.table[0].value
-    assert "improved" in table.to_string() and "projects_scope" in table.to_string()
+    table = plain(at.table[0].value.to_string())
+    assert "improved" in table and "projects → projects_scope + projects_evidence" in table
 
 
 def test_page_takes_the_audits_from_the_url(tmp_path, monkeypatch):
@@ -555,3 +555,31 @@ def test_the_readme_quotes_the_demos_verdict(demo_pair):
     verdict = report_dict(Comparison(*demo_pair))["verdict"].rstrip(".")
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert verdict in readme
+
+
+def test_page_shows_criterion_names_literally(tmp_path, monkeypatch):
+    """st.table renders Markdown in cells: a criterion named like a link or bold text must show
+    as typed (escaped), never as markup."""
+    evil = "**bold** [x](http://example.com)"
+    db = tmp_path / "audits.duckdb"
+    store = Store(db)
+    for aid, spread in (("evil-a", 2), ("evil-b", 1)):
+        data = {f"c{i}": {evil: [3 + i, 3 + i + spread, 4 + i], "plain": [1, 2, 1]}
+                for i in range(4)}
+        draws = long_frame(data)
+        draws = draws.assign(request_id=[f"{aid}-{i}" for i in range(len(draws))], model=None,
+                             clipped=False)
+        store.save_audit(aid, {"req_id": "R-9"}, f"h-{aid}", {"cutoff": 6})
+        store.write_results(aid, None, draws)
+    store.close()
+    monkeypatch.setenv("AUDIT_DB", str(db))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/compare.py")
+    at.query_params["a"] = "evil-a"
+    at.query_params["b"] = "evil-b"
+    at.run()
+    assert not at.exception
+    from core.format import md_cell
+    cells = list(at.table[0].value["criterion"])
+    assert md_cell(evil) in cells and evil not in cells
