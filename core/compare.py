@@ -70,6 +70,8 @@ MAX_REPS = 100_000
 MAX_BOOTSTRAP_CELLS = 50_000_000
 FORMATS = ("text", "md", "json", "html")
 LEVEL = 0.95
+#: "Not given": take the comparison's default (``None`` means "no capacity").
+DEFAULT: Any = "default"
 _SPLIT_SEPARATORS = "_-.:/ "
 
 #: The freeze-sheet fields shown side by side, in reading order.
@@ -570,13 +572,19 @@ class Comparison:
                                   self.reps, self.seed)
 
     def view(self, cutoff: float | None = None, k: float | None = None,
-             capacity: float | None = None) -> ComparisonView:
-        """Both sides at one cutoff (default: audit A's audited cutoff)."""
+             capacity: float | None = DEFAULT) -> ComparisonView:
+        """Both sides at one cutoff (default: audit A's audited cutoff).
+
+        ``capacity`` — reviewer capacity for both; :data:`DEFAULT` takes the comparison's,
+        ``None`` means none.
+        """
         if self.withheld:
             raise InputError(f"nothing is compared: {self.withheld}")
         t = self.check_cutoff(self.default_cutoff if cutoff is None else cutoff)
         kk = self.k if k is None else float(k)
-        cap = self.capacity if capacity is None else capacity
+        cap = self.capacity if capacity is DEFAULT else capacity
+        if cap is not None and not (np.isfinite(cap) and cap >= 0):
+            raise InputError(f"capacity must be a number of reviews ≥ 0; got {cap}")
         va = self.engine_a.view(t, kk, capacity=cap)
         vb = self.engine_b.view(t, kk, capacity=cap)
         dis = self.disagreement(t)
@@ -696,7 +704,7 @@ def _band_detail(v: LiveView) -> dict[str, Any]:
 
 
 def report_dict(c: Comparison, *, cutoff: float | None = None, k: float | None = None,
-                capacity: float | None = None) -> dict[str, Any]:
+                capacity: float | None = DEFAULT) -> dict[str, Any]:
     """The comparison as plain data (the JSON report); numbers unrounded.
 
     Carries at least ``criteria``, ``total``, ``cutoff``, ``disagreement``, ``band``,
@@ -984,7 +992,7 @@ def render_html(c: Comparison, d: dict[str, Any]) -> str:
 
 
 def render(c: Comparison, fmt: str = "text", *, cutoff: float | None = None,
-           k: float | None = None, capacity: float | None = None) -> str:
+           k: float | None = None, capacity: float | None = DEFAULT) -> str:
     """The comparison report in ``fmt`` (one of :data:`FORMATS`)."""
     if fmt not in FORMATS:
         raise InputError(f"format must be one of {', '.join(FORMATS)}; got {fmt!r}")
