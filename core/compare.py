@@ -774,8 +774,8 @@ def _sd(x: Any) -> str:
 
 
 def _interval(r: dict[str, Any]) -> str:
-    if r["f_low"] is None and r["f_ratio"] is None and r["within_sd_a"] and \
-            r["within_sd_b"] == 0:
+    """The F interval for display; a B without noise (F infinite) says so."""
+    if r["f_ratio"] is None and r["within_sd_b"] == 0 and (r["within_sd_a"] or 0) > 0:
         return "B has no noise"
     if r["f_low"] is None:
         return "—"

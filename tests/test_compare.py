@@ -355,6 +355,9 @@ def test_the_demos_second_audit_shows_the_split_improved_and_a_smaller_band(demo
     differs = {h["field"] for h in d["harness"] if h["differs"]}
     assert differs == {"prompt_version", "rubric_version", "criteria"}
     assert d["warnings"] == []
+    assert d["capacity"] == 40                      # the audit's stored reviewer capacity
+    assert report_dict(c, capacity=None)["capacity"] is None
+    assert report_dict(c, capacity=None)["band_detail"]["a"]["over_capacity"] is None
 
 
 def test_the_verdict_sentence_carries_the_numbers_it_claims(demo_pair):
