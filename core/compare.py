@@ -58,7 +58,9 @@ __all__ = [
     "bootstrap_weights",
     "bootstrap_interval",
     "report_dict",
+    "figures",
     "render",
+    "DEFAULT",
     "verdict_sentence",
 ]
 
@@ -605,12 +607,6 @@ class Comparison:
             grid = np.arange(np.floor(lo), np.ceil(hi) + step, step)
             self._curves = (self.engine_a.flip_curve(grid), self.engine_b.flip_curve(grid))
         return self._curves
-
-    def headline(self) -> str:
-        """The verdict at the default cutoff, or why nothing is compared."""
-        if self.withheld:
-            return f"Nothing is compared: {self.withheld}."
-        return self.view().verdict
 
 
 # ============================================================================ the sentence
