@@ -138,6 +138,13 @@ def _add_compare_parser(sub: Any) -> None:
     p.add_argument("--format", choices=["text", "md", "json", "html"], default="text")
     p.add_argument("--out", help="write the report to this file instead of stdout")
     p.set_defaults(func=_cmd_compare)
+    p.error = _one_line_error  # type: ignore[method-assign]
+
+
+def _one_line_error(message: str) -> None:
+    """A bad option: one line naming it on stderr, exit 2 (no usage block)."""
+    print(f"error: {message} (see 'python -m core compare --help')", file=sys.stderr)
+    sys.exit(2)
 
 
 def _cmd_compare(a: argparse.Namespace) -> int:

@@ -414,6 +414,11 @@ def test_cli_text_md_html_and_out(demo_db, tmp_path):
      "outside every total of both audits"),
     (["--audit", DEMO_AUDIT_ID, "--audit", DEMO_V2_AUDIT_ID, "--reps", "3"], "reps must be"),
     (["--audit", DEMO_AUDIT_ID, "--audit", DEMO_V2_AUDIT_ID, "--capacity", "-5"], "capacity"),
+    (["--audit", DEMO_AUDIT_ID, "--audit", DEMO_V2_AUDIT_ID, "--cutoff", "abc"],
+     "argument --cutoff: invalid float value: 'abc'"),
+    (["--audit", DEMO_AUDIT_ID, "--audit", DEMO_V2_AUDIT_ID, "--format", "pdf"],
+     "argument --format: invalid choice"),
+    ([], "required: --audit"),
 ])
 def test_cli_bad_options_one_line_exit_2(demo_db, args, needle):
     r = run_cli("compare", "--db", str(demo_db), *args)
