@@ -36,19 +36,19 @@ def loaded(store):
     return store
 
 
-# (file, criteria, row, column, words in the message)
+# (file, criteria, line as a spreadsheet shows it (CSV header = line 1), column, words)
 REJECTIONS = [
-    ("bad_score_text.csv", None, 4, "score", "'abc' is not a finite number"),
-    ("bad_score_empty.csv", None, 3, "score", "empty is not a finite number"),
-    ("bad_score_inf.csv", None, 2, "score", "'inf' is not a finite number"),
-    ("bad_score_nan.csv", None, 1, "score", "'nan' is not a finite number"),
-    ("bad_duplicate.csv", None, 4, "criterion", "duplicate draw"),
-    ("bad_one_run.csv", None, 3, "run", "candidate 'Y' has only 1 run"),
-    ("bad_out_of_range.csv", "a:10", 5, "score", "outside 0..10"),
-    ("bad_run_fraction.csv", None, 2, "run", "not a whole run number"),
-    ("bad_run_text.csv", None, 2, "run", "'two' is not a finite number"),
-    ("bad_run_nonpositive.csv", None, 3, "run", "run"),
-    ("bad_wide_cell.csv", None, 2, "b", "'n/a' is not a finite number"),
+    ("bad_score_text.csv", None, 5, "score", "'abc' is not a finite number"),
+    ("bad_score_empty.csv", None, 4, "score", "empty is not a finite number"),
+    ("bad_score_inf.csv", None, 3, "score", "'inf' is not a finite number"),
+    ("bad_score_nan.csv", None, 2, "score", "'nan' is not a finite number"),
+    ("bad_duplicate.csv", None, 5, "criterion", "duplicate draw"),
+    ("bad_one_run.csv", None, 4, "run", "candidate 'Y' has only 1 run"),
+    ("bad_out_of_range.csv", "a:10", 6, "score", "outside 0..10"),
+    ("bad_run_fraction.csv", None, 3, "run", "not a whole run number"),
+    ("bad_run_text.csv", None, 3, "run", "'two' is not a finite number"),
+    ("bad_run_nonpositive.csv", None, 4, "run", "below 1"),
+    ("bad_wide_cell.csv", None, 3, "b", "'n/a' is not a finite number"),
     ("bad_line.jsonl", None, 3, None, "not valid JSON"),
     ("empty.csv", None, None, None, "empty"),
     ("header_only.csv", None, None, None, "header but no rows"),
@@ -69,7 +69,7 @@ def test_rejection_names_file_row_column_and_writes_nothing(loaded, name, criter
     assert words in msg
     assert err.file == name and msg.startswith(name)
     if row is not None:
-        assert err.row == row and f"row {row}" in msg
+        assert err.row == row and f"line {row}" in msg
     if column is not None:
         assert column in msg
         if row is not None:
@@ -82,20 +82,20 @@ def test_rejection_names_file_row_column_and_writes_nothing(loaded, name, criter
 
 def test_minus_inf_and_parquet_inf_rejected_with_row():
     csv = b"candidate_id,run,criterion,score\nX,1,a,1\nX,2,a,-inf\nY,1,a,1\nY,2,a,1\n"
-    with pytest.raises(InputError, match=r"x\.csv, row 2, column 'score'"):
+    with pytest.raises(InputError, match=r"x\.csv, line 3, column 'score'"):
         validate_draws(csv, name="x.csv")
     buf = io.BytesIO()
     long_frame({"X": {"a": [1, np.inf]}, "Y": {"a": [1, 2]}}).to_parquet(buf, index=False)
     with pytest.raises(InputError) as exc:
         validate_draws(buf.getvalue(), name="x.parquet")
-    assert (exc.value.row, exc.value.column) == (2, "score")
+    assert (exc.value.row, exc.value.column) == (2, "score") and "row 2" in str(exc.value)
 
 
 def test_wide_out_of_range_names_the_criterion_column():
     csv = b"candidate_id,run,a,b\nX,1,1,4\nX,2,2,40\nY,1,5,2\nY,2,5,2\n"
     with pytest.raises(InputError) as exc:
         validate_draws(csv, name="w.csv", criteria="a:10,b:10")
-    assert (exc.value.row, exc.value.column) == (2, "b")
+    assert (exc.value.row, exc.value.column) == (3, "b")
     assert "outside 0..10" in str(exc.value)
     with pytest.raises(InputError):
         validate_draws(b"candidate_id,run,a\nX,1,-1\nX,2,2\nY,1,5\nY,2,5\n", name="w.csv",
@@ -177,10 +177,10 @@ def test_pool_import_and_duplicate_applicant(store):
     assert len(store.get_pool("P")) == 10
     with pytest.raises(InputError) as exc:
         validate_pool(b"candidate_id,first_pass_score\na,1\nb,2\na,3\n", name="pool.csv")
-    assert (exc.value.row, exc.value.column) == (3, "candidate_id")
+    assert (exc.value.row, exc.value.column) == (4, "candidate_id")
     with pytest.raises(InputError) as exc:
         validate_pool(b"candidate_id,first_pass_score\na,1\nb,x\n", name="pool.csv")
-    assert (exc.value.row, exc.value.column) == (2, "first_pass_score")
+    assert (exc.value.row, exc.value.column) == (3, "first_pass_score")
 
 
 def test_clipped_draws_are_reported_in_the_stored_audit_report(store):
