@@ -482,7 +482,10 @@ class FileTable:
                 return f"{shown} is not a whole run number (runs are numbered 1, 2, 3…)"
             what = "run number" if whole else "value"
             return f"{shown} is below {minimum:g}; the first {what} is {minimum:g}"
-        return self._collect(sql, column, msg, cap)
+        found = self._collect(sql, column, msg, cap)
+        # an overflow takes no further part (no follow-on plausibility fault)
+        self.con.execute(f"UPDATE src SET {o} = NULL WHERE NOT isfinite({o})")
+        return found
 
     def identifier(self, column: str, out: str, *, what: str = "id", allow_missing: bool = False,
                    cap: int = FAULT_CAP) -> tuple[list[Fault], int]:
@@ -523,7 +526,11 @@ class FileTable:
                         f"code); a {what} must be plain text")
             return (f"{shown} starts like a spreadsheet formula (= + - @); a {what} must not "
                     "(fix it in the export)")
-        return self._collect(sql, column, msg, cap)
+        found = self._collect(sql, column, msg, cap)
+        # a refused id takes no further part (no follow-on faults from its rows)
+        self.con.execute(f"UPDATE src SET {o} = NULL WHERE {o} IS NOT NULL AND ({formula} OR "
+                         f"{control})")
+        return found
 
     def text(self, column: str, out: str, *, allowed: tuple[str, ...] | None = None,
              lower: bool = False, cap: int = FAULT_CAP) -> tuple[list[Fault], int]:
@@ -748,12 +755,10 @@ def _load_csv(con: duckdb.DuckDBPyConnection, path: Path, scan: _Scan, display: 
                          "columns", file=display)
     cols = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(names))) + "}"
     delim_sql = {"\t": "\\t"}.get(delim, delim)
-    nl_sql = "\\r\\n" if scan.newline == "\r\n" else "\\n"
     try:
         con.execute(
             f"CREATE TABLE raw AS SELECT * FROM read_csv({_lit(str(path))}, auto_detect=false, "
             f"header=true, skip=0, delim='{delim_sql}', quote='\"', escape='\"', "
-            f"new_line='{nl_sql}', "
             f"columns={cols}, strict_mode=true, encoding='utf-8')")
     except duckdb.Error as exc:
         raise _duck_error(exc, display, "csv") from None
