@@ -62,6 +62,8 @@ __all__ = [
     "read_criteria",
     "check_criteria",
     "criteria_frame",
+    "faults_frame",
+    "ranges_frame",
     "target_criteria",
     "LONG_COLUMNS",
     "OPTIONAL_COLUMNS",
@@ -491,6 +493,34 @@ def _require(t: FileTable, required: list[str], what: str) -> None:
 
 def _lit(text: str) -> str:
     return "'" + str(text).replace("'", "''") + "'"
+
+
+# ----------------------------------------------------------------------------- display
+def faults_frame(exc: FileFaults) -> pd.DataFrame:
+    """The listed faults as a table for a page: line, column, value, problem (plain text)."""
+    from core.format import MISSING
+
+    return pd.DataFrame({
+        exc.faults[0].locator if exc.faults else "line":
+            [MISSING if f.line is None else str(f.line) for f in exc.faults],
+        "column": [f.column or MISSING for f in exc.faults],
+        "value": [shown_value(f.value) if f.value is not None else MISSING
+                  for f in exc.faults],
+        "problem": [f.message for f in exc.faults]})
+
+
+def ranges_frame(imp: DrawsImport) -> pd.DataFrame:
+    """Each criterion's min / median / max (and max points) as a page shows them."""
+    from core.format import num
+
+    r = imp.ranges
+    return pd.DataFrame({
+        "criterion": r["criterion"].astype(str),
+        "draws": [num(v, 0) for v in r["n"]],
+        "min": [num(v, 2) for v in r["min"]],
+        "median": [num(v, 2) for v in r["median"]],
+        "max": [num(v, 2) for v in r["max"]],
+        "max points": [num(v, 2) for v in r["max_points"]]})
 
 
 # ----------------------------------------------------------------------------- pool
