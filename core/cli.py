@@ -161,7 +161,8 @@ def _cmd_import(a: argparse.Namespace) -> int:
     except FileFaults as exc:
         for line in exc.lines():
             print(f"error: {term_escape(line)}", file=sys.stderr)
-        print(f"error: {exc.total:,} fault(s); nothing was imported", file=sys.stderr)
+        if exc.total > 1:
+            print(f"error: {exc.total:,} faults in all; nothing was imported", file=sys.stderr)
         return 2
     store = store or Store(a.db)
     res = commit_draws(store, a.audit, draws)

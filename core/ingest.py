@@ -295,29 +295,28 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
         hf = _header_faults(t, score_cols)
         faults.extend(hf)
         total += len(hf)
-    add(t.identifier("candidate_id", "_cid", what="candidate id"))
-    add(t.number("run", "_run", whole=True, minimum=1))
-    add(_run_cap(t))
+    # typed columns, built in one pass (a refused value is NULL and listed)
+    t.identifier("candidate_id", "_cid", what="candidate id")
+    t.number("run", "_run", whole=True, minimum=1, maximum=MAX_RUN)
     if layout == "long":
-        add(t.identifier("criterion", "_crit", what="criterion name"))
-        add(t.number("score", "_score"))
+        t.identifier("criterion", "_crit", what="criterion name", fold=(TOTAL,))
+        t.number("score", "_score")
     else:
         for i, c in enumerate(score_cols):
-            add(t.number(c, f"_s{i}"))
+            t.number(c, f"_s{i}")
     extras = {c: t.has(c) for c in OPTIONAL_COLUMNS}
     if extras["request_id"]:
-        add(t.identifier("request_id", "_rid", what="request id", allow_missing=True))
+        t.identifier("request_id", "_rid", what="request id", allow_missing=True)
     if extras["model"]:
-        add(t.text("model", "_model"))
+        t.text("model", "_model")
     if extras["raw_payload"]:
-        add(t.text("raw_payload", "_payload"))
+        t.text("raw_payload", "_payload")
     if extras["stratum"]:
-        add(t.text("stratum", "_stratum", allowed=_STRATA, lower=True))
+        t.text("stratum", "_stratum", allowed=_STRATA, lower=True)
     if extras["first_pass_score"]:
-        add(t.number("first_pass_score", "_fps", allow_missing=True))
+        t.number("first_pass_score", "_fps", allow_missing=True)
+    add(t.materialize())
 
-    run_sql = ("CASE WHEN _run = round(_run) AND _run BETWEEN 1 AND "
-               f"{MAX_RUN} THEN CAST(_run AS BIGINT) END")
     carry = ", ".join([
         "_rid AS request_id" if extras["request_id"] else "CAST(NULL AS VARCHAR) AS request_id",
         "_model AS model" if extras["model"] else "CAST(NULL AS VARCHAR) AS model",
@@ -326,52 +325,77 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
         "_stratum AS stratum" if extras["stratum"] else "CAST(NULL AS VARCHAR) AS stratum",
         "_fps AS first_pass_score" if extras["first_pass_score"]
         else "CAST(NULL AS DOUBLE) AS first_pass_score"])
+    run = "CAST(_run AS INTEGER) AS run"
     if layout == "long":
-        t.create("lng", f"SELECT _line, _cid AS candidate_id, {run_sql} AS run, "
-                        f"CASE WHEN lower(_crit) = '{TOTAL}' THEN '{TOTAL}' ELSE _crit END "
-                        f"AS criterion, _score AS score, 'score' AS _col, "
-                        f"'criterion' AS _keycol, {carry} FROM src")
+        t.create("lng", f"SELECT _line, _cid AS candidate_id, {run}, "
+                        f"_crit AS criterion, _score AS score, 'score' AS _col, "
+                        f"'criterion' AS _keycol, {carry} FROM typed", view=True)
     else:
         parts = []
         for i, c in enumerate(score_cols):
             crit = TOTAL if c.lower() == TOTAL else c
-            parts.append(f"SELECT _line, _cid AS candidate_id, {run_sql} AS run, "
+            parts.append(f"SELECT _line, _cid AS candidate_id, {run}, "
                          f"{_lit(crit)} AS criterion, _s{i} AS score, {_lit(c)} AS _col, "
-                         f"'run' AS _keycol, {carry} FROM src")
-        t.create("lng", " UNION ALL ".join(parts))
+                         f"'run' AS _keycol, {carry} FROM typed")
+        t.create("lng", " UNION ALL ".join(parts), view=True)
 
-    add(t.duplicates("lng", ["candidate_id", "run", "criterion"], "_keycol",
-                     describe=lambda key, first: (
-                         f"duplicate draw: candidate {shown_value(key[0])}, run {key[1]}, "
-                         f"criterion {shown_value(key[2])} already appears on "
-                         f"{t.locator} {first}")))
-    add(t.small_groups("lng", "candidate_id", "run", 2, "run",
-                       describe=lambda cid, n: (
-                           f"candidate {shown_value(cid)} has only {n} run; every candidate "
-                           "needs at least 2 runs to measure its spread")))
+    # one row per (candidate, run): duplicates, runs per candidate and request ids from it
+    t.create("calls", "SELECT candidate_id, run, count(criterion) AS n, "
+                      "sum(hash(criterion)) AS hs, min(_line) AS first_line, "
+                      "any_value(request_id) AS request_id, any_value(model) AS model, "
+                      "any_value(raw_payload) AS raw_payload FROM lng "
+                      "WHERE candidate_id IS NOT NULL GROUP BY candidate_id, run")
+    # no duplicate when every call holds each of the file's criteria once (same count, same
+    # sum of hashes as the set of criteria); otherwise the exact (slower) check decides
+    if t.count("SELECT 1 FROM calls, (SELECT count(*) AS c, sum(hash(criterion)) AS h FROM "
+               "(SELECT DISTINCT criterion FROM lng WHERE criterion IS NOT NULL)) s "
+               "WHERE n <> s.c OR hs <> s.h") and t.count(
+            "SELECT 1 FROM lng WHERE candidate_id IS NOT NULL AND run IS NOT NULL AND "
+            "criterion IS NOT NULL GROUP BY candidate_id, run, criterion HAVING count(*) > 1"):
+        add(t.duplicates("lng", ["candidate_id", "run", "criterion"], "_keycol",
+                         describe=lambda key, first: (
+                             f"duplicate draw: candidate {shown_value(key[0])}, run {key[1]}, "
+                             f"criterion {shown_value(key[2])} already appears on "
+                             f"{t.locator} {first}")))
+    # a candidate with an unreadable run is left to that row's fault
+    add(t.listed("SELECT min(first_line) AS _line, candidate_id, count(run) AS n FROM calls "
+                 "GROUP BY candidate_id HAVING count(run) < 2 AND count(*) = count(run)", "run",
+                 describe=lambda line, cid, n: (
+                     f"candidate {shown_value(cid)} has only {n} run; every candidate needs "
+                     "at least 2 runs to measure its spread")))
     if extras["request_id"]:
-        t.create("rids", "SELECT DISTINCT _line, request_id, candidate_id, run FROM lng "
-                         "WHERE request_id IS NOT NULL")
-        add(t.conflicts("rids", "request_id", ["candidate_id", "run"], "request_id",
-                        describe=lambda rid, now, first, was: (
-                            f"request id {shown_value(rid)} is used by two different draws "
-                            f"(candidate {shown_value(was[0])} run {was[1]} on {t.locator} "
-                            f"{first}); every call needs a distinct request id")))
+        add(t.listed("SELECT first_line AS _line, request_id, was_c, was_r, was_line FROM ("
+                     "SELECT first_line, request_id, "
+                     "first(candidate_id ORDER BY first_line) OVER w AS was_c, "
+                     "first(run ORDER BY first_line) OVER w AS was_r, "
+                     "min(first_line) OVER w AS was_line, "
+                     "row_number() OVER (PARTITION BY request_id ORDER BY first_line) AS rn "
+                     "FROM calls WHERE request_id IS NOT NULL "
+                     "WINDOW w AS (PARTITION BY request_id)) WHERE rn > 1", "request_id",
+                     describe=lambda line, rid, c, r, first: (
+                         f"request id {shown_value(rid)} is used by two different draws "
+                         f"(candidate {shown_value(c)} run {r} on {t.locator} {first}); every "
+                         "call needs a distinct request id")))
     for col in ("stratum", "first_pass_score"):
         if extras[col]:
-            t.create("per_cand", f"SELECT DISTINCT _line, candidate_id, {col} FROM lng "
-                                 f"WHERE {col} IS NOT NULL")
-            add(t.conflicts("per_cand", "candidate_id", [col], col,
-                            describe=lambda cid, now, first, was, col=col: (
-                                f"candidate {shown_value(cid)} has two different values "
-                                f"({shown_value(was[0])} on {t.locator} {first}, and "
-                                f"{shown_value(now[0])}); one {col} per candidate")))
+            add(t.listed(f"SELECT _line, v, was, was_line, cid FROM (SELECT _line, {col} AS v, "
+                         "candidate_id AS cid, "
+                         f""
+                         f"first({col} ORDER BY _line) OVER w AS was, "
+                         f"min(_line) OVER w AS was_line FROM lng WHERE {col} IS NOT NULL "
+                         "AND candidate_id IS NOT NULL WINDOW w AS (PARTITION BY candidate_id))"
+                         " WHERE v IS DISTINCT FROM was AND _line IN (SELECT min(_line) FROM lng"
+                         f" WHERE {col} IS NOT NULL GROUP BY candidate_id, {col})", col,
+                         describe=lambda line, v, was, first, cid, col=col: (
+                             f"candidate {shown_value(cid)} has two different values "
+                             f"({shown_value(was)} on "
+                             f"{t.locator} {first}, and {shown_value(v)}); one {col} per "
+                             "candidate")))
 
     # rubric bounds, then plausibility where the rubric gives no max
     known = {c.name: c for c in crit_list}
-    names_in_file = [str(r[0]) for r in t.frame(
-        "SELECT criterion, min(_line) AS first FROM lng WHERE criterion IS NOT NULL "
-        "GROUP BY criterion ORDER BY first").itertuples(index=False)]
+    stats = t.group_stats("lng", "criterion", "score")
+    names_in_file = list(stats.sort_values("first_line")["criterion"].astype(str))
     warnings: list[str] = []
     unknown = [c for c in known if c not in names_in_file]
     if unknown:
@@ -385,10 +409,10 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
                                f"score {v:g} for {shown_value(crit)} is outside {lo:g}..{hi:g} "
                                "(the rubric's max); fix the export or import with clipping "
                                "(--clip)")))
-    else:
-        clipped = t.clip("lng", "criterion", "score", "clipped", bounds)
-    t.clip("lng", "criterion", "score", "clipped", {})   # the flag column exists either way
-    stats = t.group_stats("lng", "criterion", "score")
+    elif bounds:
+        t.set_bounds(bounds)
+        clipped = t.count("SELECT 1 FROM lng JOIN _bounds b ON criterion = b.g "
+                          "WHERE score < b.lo OR score > b.hi")
     loose = {}
     for r in stats.itertuples(index=False):
         if r.criterion in bounds:
@@ -396,7 +420,8 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
         p99 = float(r.p99_abs) if r.p99_abs is not None and math.isfinite(r.p99_abs) else 0.0
         limit = min(ABSURD, OUTLIER_FACTOR * max(p99, 1.0))
         loose[str(r.criterion)] = (-limit, limit, p99)
-    if loose:
+    if loose and (stats["max"].abs().max() > min(v[1] for v in loose.values())
+                  or stats["min"].abs().max() > min(v[1] for v in loose.values())):
         add(t.bound_faults("lng", "criterion", "score", "_col",
                            {k: (lo, hi) for k, (lo, hi, _) in loose.items()},
                            describe=lambda v, crit, lo, hi: _implausible(v, crit, hi,
@@ -409,46 +434,43 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
                     [c.name for c in crit_list if c.name in names_in_file]
                     + [n for n in names_in_file if n not in known and n != TOTAL]]
 
-    # outputs: the long draws, one call per (candidate, run), one row per candidate
+    # outputs: the long draws (clipped), one call per (candidate, run), one row per candidate
+    t.set_bounds(bounds if clip else {})
+    rid = "coalesce(c.request_id, 'import:' || c.candidate_id || ':' || c.run)"
     draws = t.frame(
-        "SELECT l.candidate_id, CAST(l.run AS INTEGER) AS run, l.criterion, l.score, "
-        "c.request_id, c.model, l.clipped FROM lng l JOIN ("
-        "SELECT candidate_id, run, coalesce(first(request_id ORDER BY _line) FILTER "
-        "(WHERE request_id IS NOT NULL), 'import:' || candidate_id || ':' || run) AS request_id,"
-        " first(model ORDER BY _line) FILTER (WHERE model IS NOT NULL) AS model "
-        "FROM lng GROUP BY candidate_id, run) c USING (candidate_id, run) "
-        "ORDER BY l.candidate_id, l.run, l.criterion")
-    calls = t.frame(
-        "SELECT candidate_id, CAST(run AS INTEGER) AS run, "
-        "coalesce(first(request_id ORDER BY _line) FILTER (WHERE request_id IS NOT NULL), "
-        "'import:' || candidate_id || ':' || run) AS request_id, "
-        "first(model ORDER BY _line) FILTER (WHERE model IS NOT NULL) AS model, "
-        "first(raw_payload ORDER BY _line) FILTER (WHERE raw_payload IS NOT NULL) "
-        "AS raw_payload FROM lng GROUP BY candidate_id, run ORDER BY candidate_id, run")
-    calls["payload_sha256"] = _sha_column(calls["raw_payload"])
+        "SELECT l.candidate_id, l.run, l.criterion, "
+        "CASE WHEN b.g IS NULL THEN l.score ELSE least(greatest(l.score, b.lo), b.hi) END "
+        f"AS score, {rid} AS request_id, c.model, "
+        "coalesce(b.g IS NOT NULL AND (l.score < b.lo OR l.score > b.hi), false) AS clipped "
+        "FROM lng l JOIN calls c USING (candidate_id, run) "
+        "LEFT JOIN _bounds b ON l.criterion = b.g")
+    calls = t.frame(f"SELECT c.candidate_id, c.run, {rid} AS request_id, c.model, "
+                    "c.raw_payload, CASE WHEN c.raw_payload IS NULL THEN NULL ELSE "
+                    "sha256(c.raw_payload) END AS payload_sha256 FROM calls c "
+                    "ORDER BY c.candidate_id, c.run")
     calls["status"] = "ok"
     calls["source"] = "import"
     calls["attempts"] = 1
     dup_rid = calls["request_id"].duplicated(keep="first")
     if dup_rid.any():
-        rid = calls["request_id"][dup_rid].iloc[0]
-        raise InputError(f"request id {shown_value(rid)} is used by two different draws; "
+        rid_v = calls["request_id"][dup_rid].iloc[0]
+        raise InputError(f"request id {shown_value(rid_v)} is used by two different draws; "
                          "every call needs a distinct request id", file=display,
                          column="request_id")
-    cand = t.frame(
-        "SELECT candidate_id, first(stratum ORDER BY _line) FILTER (WHERE stratum IS NOT NULL)"
-        " AS stratum, first(first_pass_score ORDER BY _line) FILTER (WHERE first_pass_score "
-        "IS NOT NULL) AS first_pass_score, CAST(NULL AS VARCHAR) AS application "
-        "FROM lng GROUP BY candidate_id ORDER BY candidate_id")
-    cand = cand.astype({"stratum": object, "application": object})
-    cand["stratum"] = cand["stratum"].where(cand["stratum"].notna(), None)
-    for frame in (draws, calls):
-        for c in ("request_id", "model"):
+    cand = t.frame("SELECT candidate_id, any_value(stratum) AS stratum, "
+                   "any_value(first_pass_score) AS first_pass_score, "
+                   "CAST(NULL AS VARCHAR) AS application FROM lng GROUP BY candidate_id "
+                   "ORDER BY candidate_id")
+    for frame, names in ((draws, ("request_id", "model")),
+                         (calls, ("request_id", "model", "raw_payload", "payload_sha256")),
+                         (cand, ("stratum", "application"))):
+        for c in names:
             frame[c] = frame[c].astype(object).where(frame[c].notna(), None)
-    calls["raw_payload"] = calls["raw_payload"].astype(object).where(
-        calls["raw_payload"].notna(), None)
-    draws["clipped"] = draws["clipped"].fillna(False).astype(bool)
-    ranges = t.group_stats("lng", "criterion", "score")
+    ranges = stats.drop(columns="first_line") if not clipped else t.frame(
+        "SELECT criterion, count(*) AS n, min(s) AS min, median(s) AS median, max(s) AS max, "
+        "quantile_cont(abs(s), 0.99) AS p99_abs FROM (SELECT l.criterion, CASE WHEN b.g IS "
+        "NULL THEN l.score ELSE least(greatest(l.score, b.lo), b.hi) END AS s FROM lng l "
+        "LEFT JOIN _bounds b ON l.criterion = b.g) GROUP BY criterion")
     order = {n: i for i, n in enumerate(names_in_file)}
     ranges["max_points"] = [known[n].max_points if n in known else None
                             for n in ranges["criterion"]]
@@ -456,13 +478,6 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
               .sort_values("_o").drop(columns="_o").reset_index(drop=True))
     return DrawsImport(display, t.sha256, layout, draws, calls, cand, criteria_out, t.rows,
                        clipped, warnings, ranges)
-
-
-def _sha_column(payloads: pd.Series) -> list[str | None]:
-    import hashlib
-
-    return [None if p is None or (isinstance(p, float) and math.isnan(p))
-            else hashlib.sha256(str(p).encode("utf-8")).hexdigest() for p in payloads]
 
 
 def _implausible(v: float, crit: str, limit: float, p99: float) -> str:
@@ -473,14 +488,6 @@ def _implausible(v: float, crit: str, limit: float, p99: float) -> str:
         why = (f"more than {OUTLIER_FACTOR:g}× the 99th percentile of |score| of {what} "
                f"({p99:g})")
     return f"score {v:g} is implausible for {what}: {why}; {_WAY_OUT}"
-
-
-def _run_cap(t: FileTable) -> tuple[list[Fault], int]:
-    """Run numbers above :data:`MAX_RUN` (no audit makes a million calls per candidate)."""
-    return t.bound_faults_on_src("_run", "run", -1e308, MAX_RUN,
-                                 describe=lambda v: (f"run {v:g} is not a plausible run number "
-                                                     f"(runs are numbered 1, 2, 3… up to "
-                                                     f"{MAX_RUN:,})"))
 
 
 def _require(t: FileTable, required: list[str], what: str) -> None:
@@ -535,19 +542,18 @@ def validate_pool(source: Source, *, name: str | None = None, limits: Limits | N
     with open_table(source, name=name, limits=limits, what="pool") as t:
         _require(t, ["candidate_id", "first_pass_score"],
                  "a pool (candidate_id, first_pass_score)")
-        faults: list[Fault] = []
-        total = 0
-        for res in (t.identifier("candidate_id", "_cid", what="candidate id"),
-                    t.number("first_pass_score", "_fps")):
+        t.identifier("candidate_id", "_cid", what="candidate id")
+        t.number("first_pass_score", "_fps")
+        faults, total = t.materialize()
+        t.create("pl", "SELECT _line, _cid AS candidate_id, _fps AS first_pass_score, "
+                       "'candidate_id' AS _keycol FROM typed", view=True)
+        if t.count("SELECT candidate_id FROM pl WHERE candidate_id IS NOT NULL "
+                   "GROUP BY candidate_id HAVING count(*) > 1"):
+            res = t.duplicates("pl", ["candidate_id"], "_keycol", describe=lambda key, first: (
+                f"candidate {shown_value(key[0])} appears twice (first on {t.locator} "
+                f"{first}); the pool has one first-pass score per applicant"))
             faults += res[0]
             total += res[1]
-        t.create("pl", "SELECT _line, _cid AS candidate_id, _fps AS first_pass_score, "
-                       "'candidate_id' AS _keycol FROM src")
-        res = t.duplicates("pl", ["candidate_id"], "_keycol", describe=lambda key, first: (
-            f"candidate {shown_value(key[0])} appears twice (first on {t.locator} {first}); "
-            "the pool has one first-pass score per applicant"))
-        faults += res[0]
-        total += res[1]
         if total:
             raise FileFaults(faults, total)
         pool = t.frame("SELECT candidate_id, first_pass_score FROM pl ORDER BY _line")

@@ -28,14 +28,14 @@ bounds before reading.
 
 from __future__ import annotations
 
-import codecs
 import csv
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -271,12 +271,12 @@ class _Scan:
     blank_lines: list[int] = field(default_factory=list)   # 1-based, before the last data line
     newline: str = "\n"
     header: str = ""
+    controls: bool = False   # bytes below 32 other than tab, CR, LF (or DEL) somewhere
 
 
 def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
     """One streaming pass over a text file: hash, line bounds, encoding. Memory: one chunk."""
     h = hashlib.sha256()
-    dec = codecs.getincrementaldecoder("utf-8")()
     line_no = 1            # the line the next byte belongs to
     cur_len = 0            # bytes of the current line so far
     blank: list[int] = []
@@ -284,6 +284,7 @@ def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
     header = b""
     newline = "\n"
     first = True
+    controls = False
     with open(path, "rb") as fh:
         while True:
             chunk = fh.read(_CHUNK)
@@ -300,13 +301,11 @@ def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
                 at = line_no + chunk.count(b"\n", 0, nul)
                 raise InputError(f"holds binary data (a NUL byte on line {at}): this is not a "
                                  f"{fmt.upper()} text file", file=display)
-            try:
-                dec.decode(chunk)
-            except UnicodeDecodeError as exc:
-                at = line_no + chunk.count(b"\n", 0, max(exc.start, 0))
-                raise InputError(f"is not UTF-8 text (line {at}): save it as 'CSV UTF-8'",
-                                 file=display) from None
             arr = np.frombuffer(chunk, dtype=np.uint8)
+            if not controls:
+                low = arr < 32
+                controls = bool(np.any(low & (arr != 9) & (arr != 10) & (arr != 13))
+                                or np.any(arr == 127))
             nl = np.flatnonzero(arr == 10)
             starts = np.concatenate(([0], nl + 1))
             ends = np.concatenate((nl, [len(chunk)]))
@@ -349,13 +348,8 @@ def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
                                  "AUDIT_MAX_ROWS / --max-rows)", file=display)
     if cur_len > 0:
         last_nonblank = line_no
-    try:
-        dec.decode(b"", final=True)
-    except UnicodeDecodeError:
-        raise InputError(f"is not UTF-8 text (line {line_no}): save it as 'CSV UTF-8'",
-                         file=display) from None
     return _Scan(h.hexdigest(), last_nonblank, [b for b in blank if b < last_nonblank],
-                 newline, header.decode("utf-8", "replace").lstrip("\ufeff"))
+                 newline, header.decode("utf-8", "replace").lstrip("\ufeff"), controls)
 
 
 # ----------------------------------------------------------------------------- the table
@@ -375,21 +369,41 @@ def _lit(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+@dataclass
+class _Declared:
+    """A typed column to materialize: ``out`` from file column ``column``."""
+
+    column: str
+    out: str
+    kind: str                 # "number" | "id" | "text"
+    required: bool
+    message: Callable[[Any, str], str]
+    allowed: tuple[str, ...] | None = None
+    fold: tuple[str, ...] = ()
+
+
+_BAD_KINDS = "('BOOLEAN', 'OBJECT', 'ARRAY', 'BLOB', 'OTHER')"
+
+
 class FileTable:
     """A file loaded as text into a private in-memory DuckDB database, for checks in SQL.
 
-    Columns of ``src``: ``_line`` (the line a spreadsheet shows; Parquet: the row), and per
-    file column ``c<i>`` (text, NULL when empty) with its JSON/Parquet kind where the format
-    has types (``VARCHAR``, ``BIGINT``, ``DOUBLE``, ``BOOLEAN``, ``OBJECT``, ``ARRAY``,
-    ``BLOB``…; CSV is all ``VARCHAR``).
+    ``src`` holds ``_line`` (the line a spreadsheet shows; Parquet: the row) and per file column
+    ``c<i>`` (text, NULL when empty) with its JSON/Parquet kind where the format has types
+    (``VARCHAR``, ``BIGINT``, ``DOUBLE``, ``BOOLEAN``, ``OBJECT``, ``ARRAY``, ``BLOB``…; CSV is
+    all ``VARCHAR``).
 
-    Use :func:`open_table`. Every check returns ``(faults, count)``: at most ``cap`` faults,
-    sorted by line, and how many there are in all.
+    Typed columns are declared (:meth:`number`, :meth:`identifier`, :meth:`text`) and built in
+    one pass by :meth:`materialize` into the table ``typed``; a value that fails its rule is
+    NULL there and listed as a fault. The row-set checks then read ``typed`` (or a view of it).
+    Every check returns ``(faults, count)``: at most ``cap`` faults, by line, and the count.
     """
 
     def __init__(self, con: duckdb.DuckDBPyConnection, display: str, fmt: str, sha256: str,
-                 columns: list[str], kinds: dict[str, str], decimal_comma: bool) -> None:
+                 columns: list[str], kinds: dict[str, str], decimal_comma: bool,
+                 controls: bool = True) -> None:
         self.con = con
+        self.controls = controls   # the file may hold control characters other than \t \r \n
         self.name = display
         self.format = fmt
         self.sha256 = sha256
@@ -398,6 +412,8 @@ class FileTable:
         self._kind = kinds
         self.decimal_comma = decimal_comma
         self.locator = "row" if fmt == "parquet" else "line"
+        self._declared: list[_Declared] = []
+        self._rules: dict[str, tuple[bool, float | None, float | None]] = {}
         self.rows = int(self._one("SELECT count(*) FROM src"))
 
     # -- plumbing
@@ -417,145 +433,147 @@ class FileTable:
         return Fault(self.name, None if line is None else int(line), column,
                      None if value is None else str(value), message, self.locator)
 
-    def _collect(self, sql: str, column: str | None, message, cap: int
-                 ) -> tuple[list[Fault], int]:
-        """Run ``sql`` (``_line, value, …``): the first ``cap`` rows by line and the count."""
-        count = int(self._one(f"SELECT count(*) FROM ({sql})"))
+    def _listed(self, sql: str, count: int, cap: int, make) -> tuple[list[Fault], int]:
         if not count:
             return [], 0
         rows = self._rows(f"SELECT * FROM ({sql}) ORDER BY 1 LIMIT {int(cap)}")
-        return [self.fault(r[0], column, r[1], message(*r)) for r in rows], count
+        return [make(*r) for r in rows], count
 
-    def text_expr(self, column: str) -> str:
-        return self._col[column]
-
-    def kind_expr(self, column: str) -> str:
-        return self._kind[column]
-
-    # -- typed columns
+    # -- typed columns (declared, then built in one pass)
     def number(self, column: str, out: str, *, whole: bool = False, minimum: float | None = None,
-               allow_missing: bool = False, cap: int = FAULT_CAP) -> tuple[list[Fault], int]:
-        """Add ``out`` (DOUBLE) parsed from ``column``; faults for anything not a finite number.
+               maximum: float | None = None, allow_missing: bool = False) -> None:
+        """Declare ``out`` (DOUBLE) parsed from ``column``.
 
         Accepted: plain decimals and exponents (``12``, ``-0.5``, ``1e3``); in a comma-separated
         CSV also Excel's grouped thousands (``"1,234"``); in a semicolon-separated CSV a decimal
-        comma (``7,5``). Refused with the row: text, ``inf``/``nan``, an overflow (``1e400``),
-        booleans and objects (JSON / Parquet), and empty cells unless ``allow_missing``.
+        comma (``7,5``). Faults: text, ``inf``/``nan``, an overflow (``1e400``), booleans and
+        objects (JSON / Parquet), empty cells unless ``allow_missing``, and (``whole``,
+        ``minimum``, ``maximum``) a value that is not a whole number in range.
         """
-        c, k = self._col[column], self._kind[column]
-        v = f"trim({c})"
-        alt = (f"WHEN regexp_full_match({v}, '{_DECIMAL_COMMA_RE}') "
-               f"THEN TRY_CAST(replace({v}, ',', '.') AS DOUBLE) " if self.decimal_comma else
-               f"WHEN regexp_full_match({v}, '{_THOUSANDS_RE}') "
-               f"THEN TRY_CAST(replace({v}, ',', '') AS DOUBLE) ")
-        parsed = (f"CASE WHEN {k} IN ('BOOLEAN', 'OBJECT', 'ARRAY', 'BLOB', 'OTHER') THEN NULL "
-                  f"WHEN regexp_full_match({v}, '{_NUMBER_RE}') THEN TRY_CAST({v} AS DOUBLE) "
-                  f"{alt}ELSE NULL END")
-        self.con.execute(f"ALTER TABLE src ADD COLUMN {_q(out)} DOUBLE")
-        self.con.execute(f"UPDATE src SET {_q(out)} = {parsed}")
-        o = _q(out)
-        blank = f"({c} IS NULL OR trim({c}) = '')"
-        bad = f"NOT ({o} IS NOT NULL AND isfinite({o}))"
-        if allow_missing:
-            bad = f"({bad} AND NOT {blank})"
-        extra = []
-        if whole:
-            extra.append(f"({o} IS NOT NULL AND isfinite({o}) AND {o} <> round({o}))")
-        if minimum is not None:
-            extra.append(f"({o} IS NOT NULL AND isfinite({o}) AND {o} < {float(minimum)!r})")
-        cond = " OR ".join([bad, *extra])
-        sql = (f"SELECT _line, {c}, {k}, {blank}, {o} FROM src WHERE {cond}")
+        self._declared.append(_Declared(column, out, "number", not allow_missing,
+                                        lambda v, k: _number_message(
+                                            v, k, whole=whole, minimum=minimum, maximum=maximum,
+                                            decimal_comma=self.decimal_comma)))
+        self._rules[out] = (whole, minimum, maximum)
 
-        def msg(line: int, val: Any, kind: str, is_blank: bool, parsed_v: Any) -> str:
-            shown = shown_value(val)
-            if kind == "BOOLEAN":
-                return f"{val} is a boolean, not a number"
-            if kind in ("OBJECT", "ARRAY", "BLOB", "OTHER"):
-                return f"{shown} is {_kind_words(kind)}, not a number"
-            if is_blank:
-                return "empty is not a finite number"
-            if parsed_v is None:
-                return f"{shown} is not a finite number"
-            if not np.isfinite(parsed_v):
-                return f"{shown} is not a finite number (too large: it overflows)"
-            if whole and parsed_v != round(parsed_v):
-                return f"{shown} is not a whole run number (runs are numbered 1, 2, 3…)"
-            what = "run number" if whole else "value"
-            return f"{shown} is below {minimum:g}; the first {what} is {minimum:g}"
-        found = self._collect(sql, column, msg, cap)
-        # an overflow takes no further part (no follow-on plausibility fault)
-        self.con.execute(f"UPDATE src SET {o} = NULL WHERE NOT isfinite({o})")
-        return found
+    def identifier(self, column: str, out: str, *, what: str = "id",
+                   allow_missing: bool = False, fold: tuple[str, ...] = ()) -> None:
+        """Declare ``out`` (VARCHAR, trimmed) from an id column.
 
-    def identifier(self, column: str, out: str, *, what: str = "id", allow_missing: bool = False,
-                   cap: int = FAULT_CAP) -> tuple[list[Fault], int]:
-        """Add ``out`` (VARCHAR, trimmed) from an id column; faults for what cannot be an id.
-
-        Ids are text or whole numbers. Refused with the row: empty, booleans, decimals, objects,
-        lists, bytes; text a spreadsheet would run as a formula (leading ``=``, ``@``, or ``+``
-        / ``-`` not followed by a number); control characters (newlines, ANSI escapes).
+        Ids are text or whole numbers. Faults: empty (unless ``allow_missing``), booleans,
+        decimals, objects, lists, bytes; text a spreadsheet would run as a formula (leading
+        ``=``, ``@``, or ``+`` / ``-`` not followed by a number); control characters.
+        ``fold``: values taken in lower case whatever their case (e.g. ``total``).
         """
-        c, k = self._col[column], self._kind[column]
-        o = _q(out)
-        norm = (f"CASE WHEN {k} = 'DOUBLE' AND TRY_CAST({c} AS DOUBLE) = "
-                f"round(TRY_CAST({c} AS DOUBLE)) AND abs(TRY_CAST({c} AS DOUBLE)) < 1e15 "
-                f"THEN CAST(CAST(TRY_CAST({c} AS DOUBLE) AS BIGINT) AS VARCHAR) "
-                f"WHEN {k} IN ('VARCHAR', 'BIGINT', 'UBIGINT') AND trim({c}) <> '' "
-                f"THEN trim({c}) ELSE NULL END")
-        self.con.execute(f"ALTER TABLE src ADD COLUMN {o} VARCHAR")
-        self.con.execute(f"UPDATE src SET {o} = {norm}")
-        blank = f"({c} IS NULL OR trim({c}) = '')"
-        formula = (f"(regexp_matches({o}, '^[=@]') OR (regexp_matches({o}, '^[+-]') AND NOT "
-                   f"regexp_full_match({o}, '{_NUMBER_RE}')))")
-        control = f"regexp_matches({c}, '[\\x00-\\x1f\\x7f]')"
-        cond = (f"({o} IS NULL AND NOT {blank}) OR ({o} IS NOT NULL AND ({formula} OR "
-                f"{control}))")
-        if not allow_missing:
-            cond = f"{blank} OR {cond}"
-        sql = f"SELECT _line, {c}, {k}, {blank}, {o} FROM src WHERE {cond}"
-
-        def msg(line: int, val: Any, kind: str, is_blank: bool, norm_v: Any) -> str:
-            shown = shown_value(val)
-            if is_blank:
-                return f"is empty; every row needs a {what}"
-            if norm_v is None:
-                return (f"{shown} is {_kind_words(kind)}; a {what} must be text or a whole "
-                        "number")
-            if re.search(r"[\x00-\x1f\x7f]", str(val)):
-                return (f"{shown} holds control characters (a line break, tab or escape "
-                        f"code); a {what} must be plain text")
-            return (f"{shown} starts like a spreadsheet formula (= + - @); a {what} must not "
-                    "(fix it in the export)")
-        found = self._collect(sql, column, msg, cap)
-        # a refused id takes no further part (no follow-on faults from its rows)
-        self.con.execute(f"UPDATE src SET {o} = NULL WHERE {o} IS NOT NULL AND ({formula} OR "
-                         f"{control})")
-        return found
+        self._declared.append(_Declared(column, out, "id", not allow_missing,
+                                        lambda v, k: _id_message(v, k, what), fold=fold))
 
     def text(self, column: str, out: str, *, allowed: tuple[str, ...] | None = None,
-             lower: bool = False, cap: int = FAULT_CAP) -> tuple[list[Fault], int]:
-        """Add ``out`` (VARCHAR, NULL when empty) from an optional text column."""
-        c, k = self._col[column], self._kind[column]
-        o = _q(out)
-        val = f"trim({c})" if not lower else f"lower(trim({c}))"
-        self.con.execute(f"ALTER TABLE src ADD COLUMN {o} VARCHAR")
-        self.con.execute(f"UPDATE src SET {o} = CASE WHEN {c} IS NULL OR trim({c}) = '' "
-                         f"THEN NULL ELSE {val} END")
-        cond = f"{k} IN ('OBJECT', 'ARRAY', 'BLOB', 'OTHER')"
-        if allowed:
-            cond += f" OR ({o} IS NOT NULL AND {o} NOT IN ({', '.join(map(_lit, allowed))}))"
-        sql = f"SELECT _line, {c}, {k} FROM src WHERE {cond}"
+             lower: bool = False) -> None:
+        """Declare ``out`` (VARCHAR, NULL when empty) from an optional text column."""
+        self._declared.append(_Declared(
+            column, out, "text-lower" if lower else "text", False,
+            lambda v, k: (f"{shown_value(v)} is {_kind_words(k)}, not text"
+                          if k in ("OBJECT", "ARRAY", "BLOB", "OTHER") else
+                          f"{shown_value(v)} is not one of {', '.join(allowed or ())}"),
+            allowed))
 
-        def msg(line: int, val: Any, kind: str) -> str:
-            if kind in ("OBJECT", "ARRAY", "BLOB", "OTHER"):
-                return f"{shown_value(val)} is {_kind_words(kind)}, not text"
-            return f"{shown_value(val)} is not one of {', '.join(allowed or ())}"
-        return self._collect(sql, column, msg, cap)
+    def _typed_exprs(self, d: _Declared) -> tuple[str, str]:
+        """(inner expression, outer expression): the inner is a candidate value computed once
+        (alias ``_p<out>``), the outer refuses what breaks the rule (NULL)."""
+        c, k = self._col[d.column], self._kind[d.column]
+        text_only = k == _KIND_TEXT      # CSV: every value is text, no kind to test
+        v = f"trim({c})"
+        p = _q("_p" + d.out)
+        if d.kind == "number":
+            whole, minimum, maximum = self._rules[d.out]
+            alt = (f"WHEN strpos({v}, ',') > 0 AND regexp_full_match({v}, "
+                   f"'{_DECIMAL_COMMA_RE}') THEN TRY_CAST(replace({v}, ',', '.') AS DOUBLE) "
+                   if self.decimal_comma else
+                   f"WHEN strpos({v}, ',') > 0 AND regexp_full_match({v}, '{_THOUSANDS_RE}') "
+                   f"THEN TRY_CAST(replace({v}, ',', '') AS DOUBLE) ")
+            bad_kind = "" if text_only else f"WHEN {k} IN {_BAD_KINDS} THEN NULL "
+            inner = (f"CASE {bad_kind}WHEN strpos({v}, '_') > 0 "
+                     f"THEN NULL {alt}ELSE TRY_CAST({v} AS DOUBLE) END")
+            ok = [f"isfinite({p})"]
+            if whole:
+                ok.append(f"{p} = round({p})")
+            if minimum is not None:
+                ok.append(f"{p} >= {float(minimum)!r}")
+            if maximum is not None:
+                ok.append(f"{p} <= {float(maximum)!r}")
+            return inner, f"CASE WHEN {' AND '.join(ok)} THEN {p} END"
+        if d.kind == "id":
+            if text_only:
+                inner = f"CASE WHEN {v} <> '' THEN {v} END"
+            else:
+                as_num = f"TRY_CAST({c} AS DOUBLE)"
+                inner = (f"CASE WHEN {k} = 'DOUBLE' AND {as_num} = round({as_num}) AND "
+                         f"abs({as_num}) < 1e15 THEN CAST(CAST({as_num} AS BIGINT) AS VARCHAR) "
+                         f"WHEN {k} IN ('VARCHAR', 'BIGINT') AND {v} <> '' THEN {v} END")
+            if d.fold:
+                inner = (f"CASE WHEN lower({c}) IN ({', '.join(map(_lit, d.fold))}) "
+                         f"THEN lower({c}) ELSE {inner} END")
+            control = (f"regexp_matches({c}, '[\\x00-\\x1f\\x7f]')" if self.controls else
+                       f"(strpos({c}, chr(9)) > 0 OR strpos({c}, chr(10)) > 0 OR "
+                       f"strpos({c}, chr(13)) > 0)")
+            refuse = (f"CASE WHEN left({p}, 1) IN ('=', '@') THEN true "
+                      f"WHEN left({p}, 1) IN ('+', '-') THEN TRY_CAST({p} AS DOUBLE) IS NULL "
+                      f"ELSE {control} END")
+            return inner, f"CASE WHEN {refuse} THEN NULL ELSE {p} END"
+        val = f"lower({v})" if d.kind == "text-lower" else v
+        bad_kind = "" if text_only else f"{k} IN {_BAD_KINDS} OR "
+        inner = f"CASE WHEN {bad_kind}{c} IS NULL OR {v} = '' THEN NULL ELSE {val} END"
+        if d.allowed:
+            return inner, f"CASE WHEN {p} IN ({', '.join(map(_lit, d.allowed))}) THEN {p} END"
+        return inner, p
 
-    # -- row-set checks on a table of this database (``src`` or a derived one)
-    def create(self, name: str, select: str) -> None:
-        """``CREATE TABLE name AS select`` (a derived table, e.g. draws in long form)."""
-        self.con.execute(f"CREATE OR REPLACE TABLE {_q(name)} AS {select}")
+    def materialize(self, cap: int = FAULT_CAP) -> tuple[list[Fault], int]:
+        """Build ``typed`` (``_line``, the typed values, a blank flag per optional column) in
+        one pass; return the faults of every declared column, by line. The raw text of a
+        faulty value is read back from ``src`` for the listed rows only."""
+        used = list(dict.fromkeys(d.column for d in self._declared))
+        raw = [f"{self._col[c]}" for c in used]
+        kinds = [f"{self._kind[c]} AS k{self._col[c][1:]}" for c in used
+                 if not self._kind[c].startswith("'")]
+        exprs = [self._typed_exprs(d) for d in self._declared]
+        inner = [f"{e[0]} AS {_q('_p' + d.out)}" for d, e in zip(self._declared, exprs)]
+        outer = [f"{e[1]} AS {_q(d.out)}" for d, e in zip(self._declared, exprs)]
+        blanks = [f"({self._col[d.column]} IS NULL OR trim({self._col[d.column]}) = '') AS "
+                  f"{_q('_b' + d.out)}" for d in self._declared if not d.required]
+        self.con.execute(f"CREATE OR REPLACE TABLE typed AS SELECT _line, "
+                         f"{', '.join(outer + blanks)} "
+                         f"FROM (SELECT _line, {', '.join(raw + kinds + inner)} FROM src)")
+        conds = [f"{_q(d.out)} IS NULL" + ("" if d.required else
+                                           f" AND NOT {_q('_b' + d.out)}")
+                 for d in self._declared]
+        counts = self._rows(f"SELECT {', '.join(f'count_if({x})' for x in conds)} FROM typed"
+                            )[0] if conds else []
+        faults: list[Fault] = []
+        total = 0
+        for d, cond, n in zip(self._declared, conds, counts):
+            if not n:
+                continue
+            total += int(n)
+            c = self._col[d.column]
+            k = self._kind[d.column]
+            kcol = k if k.startswith("'") else f"s.k{c[1:]}"
+            for line, val, kind in self._rows(
+                    f"SELECT t._line, s.{c}, {kcol} FROM (SELECT _line FROM typed WHERE {cond} "
+                    f"ORDER BY _line LIMIT {int(cap)}) t JOIN src s ON s._line = t._line "
+                    "ORDER BY t._line"):
+                faults.append(self.fault(line, d.column, val, d.message(val, kind)))
+        return faults, total
+
+    # -- row-set checks on a table or view of this database
+    def create(self, name: str, select: str, *, view: bool = False) -> None:
+        """``CREATE TABLE`` (or ``VIEW``) ``name AS select`` (e.g. draws in long form)."""
+        what = "VIEW" if view else "TABLE"
+        self.con.execute(f"CREATE OR REPLACE {what} {_q(name)} AS {select}")
+
+    def count(self, select: str) -> int:
+        """Rows of a query over this database (a cheap test before listing faults)."""
+        return int(self._one(f"SELECT count(*) FROM ({select})"))
 
     def duplicates(self, table: str, keys: list[str], column_of: str, *, describe,
                    cap: int = FAULT_CAP) -> tuple[list[Fault], int]:
@@ -569,54 +587,32 @@ class FileTable:
                f"SELECT _line, {k}, {_q(column_of)}, min(_line) OVER (PARTITION BY {k}) "
                f"AS first_line, row_number() OVER (PARTITION BY {k} ORDER BY _line) AS rn "
                f"FROM {_q(table)} WHERE {nn}) WHERE rn > 1")
-        count = int(self._one(f"SELECT count(*) FROM ({sql})"))
-        rows = self._rows(f"{sql} ORDER BY _line LIMIT {int(cap)}") if count else []
-        out = []
-        for r in rows:
-            line, key, col, first = r[0], r[1:1 + len(keys)], r[1 + len(keys)], r[-1]
-            out.append(self.fault(line, col, key[-1], describe(key, first)))
-        return out, count
+        n = len(keys)
+        return self._listed(sql, self.count(sql), cap, lambda *r: self.fault(
+            r[0], r[1 + n], r[n], describe(r[1:1 + n], r[-1])))
 
-    def small_groups(self, table: str, group: str, distinct: str, minimum: int, column: str,
-                     *, describe, cap: int = FAULT_CAP) -> tuple[list[Fault], int]:
-        """Groups with fewer than ``minimum`` distinct ``distinct``: a fault at the group's
-        first line (groups holding an unreadable ``distinct`` are left to that row's fault)."""
-        g, d = _q(group), _q(distinct)
-        # a group with a row whose value is unreadable is not judged (that row is a fault)
-        sql = (f"SELECT min(_line) AS _line, {g}, count(DISTINCT {d}) AS n FROM {_q(table)} "
-               f"WHERE {g} IS NOT NULL GROUP BY {g} "
-               f"HAVING count(DISTINCT {d}) < {int(minimum)} AND count({d}) = count(*)")
-        count = int(self._one(f"SELECT count(*) FROM ({sql})"))
-        rows = self._rows(f"{sql} ORDER BY 1 LIMIT {int(cap)}") if count else []
-        return [self.fault(r[0], column, r[1], describe(r[1], r[2])) for r in rows], count
-
-    def conflicts(self, table: str, key: str, values: list[str], column: str, *, describe,
-                  cap: int = FAULT_CAP) -> tuple[list[Fault], int]:
-        """Rows where one ``key`` maps to a different ``values`` tuple than at its first line."""
-        kq = _q(key)
-        vals = ", ".join(_q(v) for v in values)
-        firsts = ", ".join(f"first({_q(v)} ORDER BY _line) OVER (PARTITION BY {kq}) AS "
-                           f"{_q('f_' + v)}" for v in values)
-        differs = " OR ".join(f"{_q(v)} IS DISTINCT FROM {_q('f_' + v)}" for v in values)
-        sql = (f"SELECT _line, {kq}, {vals}, first_line, {', '.join(_q('f_' + v) for v in values)}"
-               f" FROM (SELECT _line, {kq}, {vals}, min(_line) OVER (PARTITION BY {kq}) AS "
-               f"first_line, {firsts} FROM {_q(table)} WHERE {kq} IS NOT NULL "
-               f"AND {' AND '.join(_q(v) + ' IS NOT NULL' for v in values)}) WHERE {differs}")
-        count = int(self._one(f"SELECT count(*) FROM ({sql})"))
-        rows = self._rows(f"{sql} ORDER BY _line LIMIT {int(cap)}") if count else []
-        n = len(values)
-        return [self.fault(r[0], column, r[1],
-                           describe(r[1], r[2:2 + n], r[2 + n], r[3 + n:3 + 2 * n]))
-                for r in rows], count
+    def listed(self, select: str, column: str | None, *, describe, cap: int = FAULT_CAP
+               ) -> tuple[list[Fault], int]:
+        """Faults from a query whose rows are ``_line, value, …`` (``describe(*row)``)."""
+        return self._listed(select, self.count(select), cap, lambda *r: self.fault(
+            r[0], column, r[1], describe(*r)))
 
     def group_stats(self, table: str, group: str, value: str) -> pd.DataFrame:
-        """Per group: n, min, median, max and the 99th percentile of ``|value|``."""
+        """Per group: n, min, median, max, the 99th percentile of ``|value|`` and the first
+        line of the group."""
         g, v = _q(group), _q(value)
-        return self.con.execute(
+        return self.frame(
             f"SELECT {g} AS criterion, count(*) AS n, min({v}) AS min, median({v}) AS median, "
-            f"max({v}) AS max, quantile_cont(abs({v}), 0.99) AS p99_abs FROM {_q(table)} "
-            f"WHERE {g} IS NOT NULL AND {v} IS NOT NULL AND isfinite({v}) GROUP BY {g}"
-        ).df()
+            f"max({v}) AS max, quantile_cont(abs({v}), 0.99) AS p99_abs, "
+            f"min(_line) AS first_line FROM {_q(table)} "
+            f"WHERE {g} IS NOT NULL AND {v} IS NOT NULL GROUP BY {g}")
+
+    def set_bounds(self, bounds: dict[str, tuple[float, float]]) -> None:
+        """A small table ``_bounds (g, lo, hi)`` for range checks and clipping."""
+        self.con.execute("CREATE OR REPLACE TABLE _bounds (g VARCHAR, lo DOUBLE, hi DOUBLE)")
+        if bounds:
+            self.con.executemany("INSERT INTO _bounds VALUES (?, ?, ?)",
+                                 [[k, float(lo), float(hi)] for k, (lo, hi) in bounds.items()])
 
     def bound_faults(self, table: str, group: str, value: str, column_of: str,
                      bounds: dict[str, tuple[float, float]], *, describe,
@@ -624,55 +620,71 @@ class FileTable:
         """Rows whose ``value`` is outside ``[lo, hi]`` of their group."""
         if not bounds:
             return [], 0
-        self.con.execute("CREATE OR REPLACE TEMP TABLE _bounds (g VARCHAR, lo DOUBLE, "
-                         "hi DOUBLE)")
-        self.con.executemany("INSERT INTO _bounds VALUES (?, ?, ?)",
-                             [[k, float(lo), float(hi)] for k, (lo, hi) in bounds.items()])
+        self.set_bounds(bounds)
         sql = (f"SELECT t._line, t.{_q(value)}, t.{_q(group)}, t.{_q(column_of)}, b.lo, b.hi "
                f"FROM {_q(table)} t JOIN _bounds b ON t.{_q(group)} = b.g "
                f"WHERE t.{_q(value)} < b.lo OR t.{_q(value)} > b.hi")
-        count = int(self._one(f"SELECT count(*) FROM ({sql})"))
-        rows = self._rows(f"{sql} ORDER BY 1 LIMIT {int(cap)}") if count else []
-        return [self.fault(r[0], r[3], _num_text(r[1]), describe(r[1], r[2], r[4], r[5]))
-                for r in rows], count
-
-    def bound_faults_on_src(self, out: str, column: str, lo: float, hi: float, *, describe,
-                            cap: int = FAULT_CAP) -> tuple[list[Fault], int]:
-        """Rows whose parsed ``out`` (from :meth:`number`) is outside ``[lo, hi]``."""
-        o = _q(out)
-        sql = (f"SELECT _line, {o} FROM src WHERE isfinite({o}) AND ({o} < {float(lo)!r} "
-               f"OR {o} > {float(hi)!r})")
-        count = int(self._one(f"SELECT count(*) FROM ({sql})"))
-        rows = self._rows(f"{sql} ORDER BY 1 LIMIT {int(cap)}") if count else []
-        return [self.fault(r[0], column, _num_text(r[1]), describe(r[1])) for r in rows], count
-
-    def clip(self, table: str, group: str, value: str, flag: str,
-             bounds: dict[str, tuple[float, float]]) -> int:
-        """Clip ``value`` into ``[lo, hi]`` of its group, set ``flag``; returns how many."""
-        self.con.execute(f"ALTER TABLE {_q(table)} ADD COLUMN IF NOT EXISTS {_q(flag)} "
-                         "BOOLEAN DEFAULT false")
-        if not bounds:
-            return 0
-        self.con.execute("CREATE OR REPLACE TEMP TABLE _bounds (g VARCHAR, lo DOUBLE, "
-                         "hi DOUBLE)")
-        self.con.executemany("INSERT INTO _bounds VALUES (?, ?, ?)",
-                             [[k, float(lo), float(hi)] for k, (lo, hi) in bounds.items()])
-        n = int(self._one(
-            f"SELECT count(*) FROM {_q(table)} t JOIN _bounds b ON t.{_q(group)} = b.g "
-            f"WHERE t.{_q(value)} < b.lo OR t.{_q(value)} > b.hi"))
-        if n:
-            self.con.execute(
-                f"UPDATE {_q(table)} SET {_q(value)} = least(greatest({_q(value)}, b.lo), b.hi),"
-                f" {_q(flag)} = true FROM _bounds b WHERE {_q(table)}.{_q(group)} = b.g AND "
-                f"({_q(table)}.{_q(value)} < b.lo OR {_q(table)}.{_q(value)} > b.hi)")
-        return n
+        return self._listed(sql, self.count(sql), cap, lambda *r: self.fault(
+            r[0], r[3], _num_text(r[1]), describe(r[1], r[2], r[4], r[5])))
 
     def frame(self, select: str) -> pd.DataFrame:
-        """A result of this database as a DataFrame (the validated, normalized output)."""
-        return self.con.execute(select).df()
+        """A result of this database as a DataFrame (through Arrow: no per-row objects)."""
+        return self.con.sql(select).to_arrow_table().to_pandas()
 
-    def has_rows(self, select: str) -> bool:
-        return bool(self._one(f"SELECT count(*) > 0 FROM ({select})"))
+    def rows_of(self, select: str) -> list[tuple]:
+        """A small result as tuples."""
+        return self._rows(select)
+
+
+def _number_message(val: Any, kind: str, *, whole: bool, minimum: float | None,
+                    maximum: float | None, decimal_comma: bool) -> str:
+    shown = shown_value(val)
+    if kind == "BOOLEAN":
+        return f"{val} is a boolean, not a number"
+    if kind in ("OBJECT", "ARRAY", "BLOB", "OTHER"):
+        return f"{shown} is {_kind_words(kind)}, not a number"
+    if val is None or str(val).strip() == "":
+        return "empty is not a finite number"
+    text = str(val).strip()
+    if re.fullmatch(_THOUSANDS_RE if not decimal_comma else _DECIMAL_COMMA_RE, text):
+        text = text.replace(",", "" if not decimal_comma else ".")
+    try:
+        x = float(text) if "_" not in text else None
+    except ValueError:
+        x = None
+    if x is None or math.isnan(x) or text.lower().lstrip("+-") in ("inf", "infinity"):
+        return f"{shown} is not a finite number"
+    if math.isinf(x):
+        return f"{shown} is not a finite number (too large: it overflows)"
+    if whole and x != round(x):
+        return f"{shown} is not a whole run number (runs are numbered 1, 2, 3…)"
+    if minimum is not None and x < minimum:
+        what = "run number" if whole else "value"
+        return f"{shown} is below {minimum:g}; the first {what} is {minimum:g}"
+    if maximum is not None and x > maximum:
+        return f"{shown} is above {maximum:,.0f}, the largest accepted here"
+    return f"{shown} is not a finite number"
+
+
+def _id_message(val: Any, kind: str, what: str) -> str:
+    shown = shown_value(val)
+    if val is None or str(val).strip() == "":
+        return f"is empty; every row needs a {what}"
+    if kind not in ("VARCHAR", "BIGINT", "DOUBLE") or (kind == "DOUBLE" and not _whole(val)):
+        return f"{shown} is {_kind_words(kind)}; a {what} must be text or a whole number"
+    if re.search(r"[\x00-\x1f\x7f]", str(val)):
+        return (f"{shown} holds control characters (a line break, tab or escape code); a "
+                f"{what} must be plain text")
+    return (f"{shown} starts like a spreadsheet formula (= + - @); a {what} must not (fix it "
+            "in the export)")
+
+
+def _whole(val: Any) -> bool:
+    try:
+        x = float(val)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(x) and x == round(x) and abs(x) < 1e15
 
 
 def _num_text(v: Any) -> str:
@@ -726,6 +738,9 @@ def _duck_error(exc: Exception, display: str, fmt: str) -> InputError:
         if mm:
             detail = words.format(*mm.groups())
             break
+    if m and "unicode" in text.lower():
+        return InputError(f"is not UTF-8 text (line {m.group(1)}): save it as 'CSV UTF-8'",
+                          file=display)
     if "out of memory" in text.lower() or "memory limit" in text.lower():
         return InputError("needs more memory to check than the validation is allowed; split "
                           "the file or lower its size", file=display)
@@ -762,23 +777,22 @@ def _load_csv(con: duckdb.DuckDBPyConnection, path: Path, scan: _Scan, display: 
             f"columns={cols}, strict_mode=true, encoding='utf-8')")
     except duckdb.Error as exc:
         raise _duck_error(exc, display, "csv") from None
-    sel = ", ".join(f"CASE WHEN trim(c{i}) = '' THEN NULL ELSE c{i} END AS c{i}"
-                    for i in range(len(names)))
+    cols = ", ".join(f"c{i}" for i in range(len(names)))
+    # rows of only empty cells (a spreadsheet's trailing rows) are not rows
+    keep = " OR ".join(f"c{i} IS NOT NULL" for i in range(len(names)))
     if scan.blank_lines:
         # the reader skips blank lines; a spreadsheet shows them as rows, so the k-th record
         # (0-based) sits on the k-th non-blank line after the header
         n = int(con.execute("SELECT count(*) FROM raw").fetchall()[0][0])
         con.register("_map_df", pd.DataFrame({"r": np.arange(n, dtype=np.int64),
                                               "line": _record_lines(n, scan.blank_lines)}))
-        con.execute(f"CREATE TABLE src AS SELECT m.line AS _line, {sel} FROM raw "
-                    "JOIN _map_df m ON m.r = raw.rowid ORDER BY m.line")
+        con.execute("CREATE TABLE _map AS SELECT * FROM _map_df")
         con.unregister("_map_df")
+        con.execute(f"CREATE VIEW src AS SELECT m.line AS _line, {cols} FROM raw "
+                    f"JOIN _map m ON m.r = raw.rowid WHERE {keep}")
     else:
-        con.execute(f"CREATE TABLE src AS SELECT rowid + 2 AS _line, {sel} FROM raw "
-                    "ORDER BY rowid")
-    con.execute("DROP TABLE raw")
-    allnull = " AND ".join(f"c{i} IS NULL" for i in range(len(names)))
-    con.execute(f"DELETE FROM src WHERE {allnull}")
+        con.execute(f"CREATE VIEW src AS SELECT rowid + 2 AS _line, {cols} FROM raw "
+                    f"WHERE {keep}")
     kinds = {n: _KIND_TEXT for n in names}
     return names, kinds, delim == ";"
 
@@ -921,6 +935,7 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
         con = _connect(limits)
         try:
             decimal_comma = False
+            controls = True
             if kind == "parquet":
                 names, kinds, digest = _load_parquet(con, path, display, limits)
             else:
@@ -928,6 +943,7 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
                 digest = scan.sha256
                 if kind == "csv":
                     names, kinds, decimal_comma = _load_csv(con, path, scan, display)
+                    controls = scan.controls
                 else:
                     names, kinds, bad = _load_jsonl(con, path, display, FAULT_CAP)
                     if bad:
@@ -937,7 +953,8 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
             if dupes:
                 raise InputError(f"the header names column(s) {', '.join(map(repr, dupes))} "
                                  "more than once", file=display)
-            table = FileTable(con, display, kind, digest, names, kinds, decimal_comma)
+            table = FileTable(con, display, kind, digest, names, kinds, decimal_comma,
+                              controls)
             if table.rows == 0:
                 raise InputError("the file has a header but no rows" if kind == "csv" else
                                  "the file has no rows", file=display)
@@ -961,12 +978,12 @@ def read_table(source: str | Path | bytes | IO[bytes], *, name: str | None = Non
     (DataFrame, sha256 of the bytes, display name)
     """
     with open_table(source, name=name, fmt=fmt, limits=limits, what="file") as t:
-        cols = ", ".join(f"{t.text_expr(c)} AS {_q(c)}" if t.format == "csv"
-                         else f"{t.text_expr(c)} AS {_q(c)}" for c in t.columns)
+        cols = ", ".join(f"CASE WHEN trim({t._col[c]}) = '' THEN NULL ELSE {t._col[c]} END "
+                         f"AS {_q(c)}" for c in t.columns)
         df = t.frame(f"SELECT {cols} FROM src ORDER BY _line")
-        if t.format != "csv":
+        if t.format == "parquet":
             for c in t.columns:
-                if t.kind_expr(c) == "'BIGINT'" or t.kind_expr(c) == "'DOUBLE'":
+                if t._kind[c] in ("'BIGINT'", "'DOUBLE'"):
                     df[c] = pd.to_numeric(df[c], errors="coerce")
         df = df.astype(object).where(df.notna(), np.nan)
         return df.reset_index(drop=True), t.sha256, t.name

@@ -253,7 +253,7 @@ def test_cli_prints_one_line_per_fault_and_writes_nothing(tmp_path):
     assert "Traceback" not in res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("error: five.csv, line")]
     assert [int(re.search(r"line (\d+)", ln).group(1)) for ln in lines] == [11, 52, 62, 63, 64]
-    assert "5 fault(s); nothing was imported" in res.stderr
+    assert "5 faults in all; nothing was imported" in res.stderr
     assert not db.exists()
 
 
