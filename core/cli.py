@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-file-mb", type=float, dest="max_file_mb",
                    help="refuse files larger than this (default 1024, or AUDIT_MAX_FILE_MB)")
     p.add_argument("--max-rows", type=float, dest="max_rows",
-                   help="refuse files with more rows (default 10,000,000, or AUDIT_MAX_ROWS)")
+                   help="refuse files with more rows (default 2,000,000, or AUDIT_MAX_ROWS)")
     p.add_argument("--max-line-kb", type=float, dest="max_line_kb",
                    help="refuse lines longer than this (default 1024, or AUDIT_MAX_LINE_KB)")
 

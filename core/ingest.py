@@ -435,15 +435,23 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
                     + [n for n in names_in_file if n not in known and n != TOTAL]]
 
     # outputs: the long draws (clipped), one call per (candidate, run), one row per candidate
-    t.set_bounds(bounds if clip else {})
     rid = "coalesce(c.request_id, 'import:' || c.candidate_id || ':' || c.run)"
-    draws = t.frame(
-        "SELECT l.candidate_id, l.run, l.criterion, "
-        "CASE WHEN b.g IS NULL THEN l.score ELSE least(greatest(l.score, b.lo), b.hi) END "
-        f"AS score, {rid} AS request_id, c.model, "
-        "coalesce(b.g IS NOT NULL AND (l.score < b.lo OR l.score > b.hi), false) AS clipped "
-        "FROM lng l JOIN calls c USING (candidate_id, run) "
-        "LEFT JOIN _bounds b ON l.criterion = b.g")
+    per_call = extras["request_id"] or extras["model"]
+    score, flag, join = "l.score", "false", ""
+    if clip and bounds:
+        t.set_bounds(bounds)
+        score = "CASE WHEN b.g IS NULL THEN l.score ELSE least(greatest(l.score, b.lo), b.hi) END"
+        flag = "coalesce(b.g IS NOT NULL AND (l.score < b.lo OR l.score > b.hi), false)"
+        join = " LEFT JOIN _bounds b ON l.criterion = b.g"
+    if per_call:
+        draws = t.frame(f"SELECT l.candidate_id, l.run, l.criterion, {score} AS score, "
+                        f"{rid} AS request_id, c.model, {flag} AS clipped FROM lng l "
+                        f"JOIN calls c USING (candidate_id, run){join}")
+    else:
+        draws = t.frame(f"SELECT l.candidate_id, l.run, l.criterion, {score} AS score, "
+                        "'import:' || l.candidate_id || ':' || l.run AS request_id, "
+                        f"{flag} AS clipped FROM lng l{join}")
+        draws.insert(5, "model", None)
     calls = t.frame(f"SELECT c.candidate_id, c.run, {rid} AS request_id, c.model, "
                     "c.raw_payload, CASE WHEN c.raw_payload IS NULL THEN NULL ELSE "
                     "sha256(c.raw_payload) END AS payload_sha256 FROM calls c "
@@ -451,12 +459,11 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
     calls["status"] = "ok"
     calls["source"] = "import"
     calls["attempts"] = 1
-    dup_rid = calls["request_id"].duplicated(keep="first")
-    if dup_rid.any():
-        rid_v = calls["request_id"][dup_rid].iloc[0]
-        raise InputError(f"request id {shown_value(rid_v)} is used by two different draws; "
-                         "every call needs a distinct request id", file=display,
-                         column="request_id")
+    if extras["request_id"] and t.count(f"SELECT {rid} FROM calls c GROUP BY 1 "
+                                        "HAVING count(*) > 1"):
+        raise InputError("a request id of the file equals one made up for a row without one "
+                         "('import:<candidate>:<run>'); give every row its request id or none",
+                         file=display, column="request_id")
     cand = t.frame("SELECT candidate_id, any_value(stratum) AS stratum, "
                    "any_value(first_pass_score) AS first_pass_score, "
                    "CAST(NULL AS VARCHAR) AS application FROM lng GROUP BY candidate_id "
@@ -465,7 +472,11 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
                          (calls, ("request_id", "model", "raw_payload", "payload_sha256")),
                          (cand, ("stratum", "application"))):
         for c in names:
-            frame[c] = frame[c].astype(object).where(frame[c].notna(), None)
+            missing = frame[c].isna()
+            if missing.all():
+                frame[c] = None
+            elif missing.any():
+                frame[c] = frame[c].astype(object).where(~missing, None)
     ranges = stats.drop(columns="first_line") if not clipped else t.frame(
         "SELECT criterion, count(*) AS n, min(s) AS min, median(s) AS median, max(s) AS max, "
         "quantile_cont(abs(s), 0.99) AS p99_abs FROM (SELECT l.criterion, CASE WHEN b.g IS "
