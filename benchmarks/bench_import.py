@@ -1,8 +1,8 @@
 """Import benchmark (issue 12, SPEC §6): the CLI import of a 1,050,000-row long CSV side by side
 with DuckDB's bare ``read_csv`` of the same file, and memory on hostile files.
 
-Rows, each measured as a separate process (wall time from spawn to exit, peak RSS from the
-kernel's accounting of that one child, ``os.wait4``):
+Rows, each measured as a separate process (wall time from spawn to exit, peak RSS as the
+child's own ``VmHWM`` written at exit):
 
 1. bare DuckDB: ``CREATE TABLE t AS SELECT * FROM read_csv(file)`` into a new DuckDB file;
 2. ``python -m core import file --db new.duckdb --audit bench``, split in-process into
@@ -32,19 +32,37 @@ sys.path.insert(0, str(ROOT))
 
 from _data import long_draws  # noqa: E402
 
+_WRAP = """
+import atexit, runpy, sys
+out, args = sys.argv[1], sys.argv[2:]
+def _peak():
+    with open('/proc/self/status') as fh:
+        hwm = next(line for line in fh if line.startswith('VmHWM'))
+    with open(out, 'w') as fh:
+        fh.write(hwm.split()[1])
+atexit.register(_peak)
+if args[0] == '-m':
+    sys.argv = [args[1], *args[2:]]
+    runpy.run_module(args[1], run_name='__main__', alter_sys=True)
+else:
+    sys.argv = ['-c', *args[2:]]
+    exec(compile(args[1], '<bench>', 'exec'), {'__name__': '__main__'})
+"""
+
 
 def run_measured(cmd: list[str]) -> tuple[float, float, int, str]:
-    """Run ``cmd``; (wall seconds, peak RSS in MB, exit code, last line of stderr)."""
+    """Run ``python ARGS`` (``cmd[0]`` is the interpreter); (wall seconds, peak RSS in MB from
+    the child's own VmHWM, exit code, last line of stderr)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    last = err.strip().splitlines()[-1] if err.strip() else ""
-    return wall, usage.ru_maxrss / 1024, proc.returncode, last
+    with tempfile.NamedTemporaryFile("r", suffix=".hwm") as hwm:
+        t0 = time.perf_counter()
+        proc = subprocess.run([cmd[0], "-c", _WRAP, hwm.name, *cmd[1:]], cwd=str(ROOT),
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wall = time.perf_counter() - t0
+        peak_kb = float(open(hwm.name).read().strip() or 0)
+    err = proc.stderr.decode("utf-8", "replace").strip()
+    last = err.splitlines()[-1] if err else ""
+    return wall, peak_kb / 1024, proc.returncode, last
 
 
 def bare_cmd(csv: str, db: str) -> list[str]:
