@@ -464,10 +464,14 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
         raise InputError("a request id of the file equals one made up for a row without one "
                          "('import:<candidate>:<run>'); give every row its request id or none",
                          file=display, column="request_id")
+    per_cand = "lng" if extras["stratum"] or extras["first_pass_score"] else "calls"
     cand = t.frame("SELECT candidate_id, any_value(stratum) AS stratum, "
                    "any_value(first_pass_score) AS first_pass_score, "
-                   "CAST(NULL AS VARCHAR) AS application FROM lng GROUP BY candidate_id "
-                   "ORDER BY candidate_id")
+                   f"CAST(NULL AS VARCHAR) AS application FROM {per_cand} "
+                   "GROUP BY candidate_id ORDER BY candidate_id" if per_cand == "lng" else
+                   "SELECT DISTINCT candidate_id, CAST(NULL AS VARCHAR) AS stratum, "
+                   "CAST(NULL AS DOUBLE) AS first_pass_score, CAST(NULL AS VARCHAR) AS "
+                   "application FROM calls ORDER BY candidate_id")
     for frame, names in ((draws, ("request_id", "model")),
                          (calls, ("request_id", "model", "raw_payload", "payload_sha256")),
                          (cand, ("stratum", "application"))):

@@ -273,6 +273,7 @@ class _Scan:
     newline: str = "\n"
     header: str = ""
     controls: bool = False   # bytes below 32 other than tab, CR, LF (or DEL) somewhere
+    quoted_or_tab: bool = False   # a double quote or a tab somewhere
 
 
 def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
@@ -286,6 +287,7 @@ def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
     newline = "\n"
     first = True
     controls = False
+    quoted_or_tab = False
     with open(path, "rb") as fh:
         while True:
             chunk = fh.read(_CHUNK)
@@ -307,6 +309,8 @@ def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
                 low = arr < 32
                 controls = bool(np.any(low & (arr != 9) & (arr != 10) & (arr != 13))
                                 or np.any(arr == 127))
+            if not quoted_or_tab:
+                quoted_or_tab = b'"' in chunk or b"\t" in chunk
             nl = np.flatnonzero(arr == 10)
             starts = np.concatenate(([0], nl + 1))
             ends = np.concatenate((nl, [len(chunk)]))
@@ -350,7 +354,8 @@ def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
     if cur_len > 0:
         last_nonblank = line_no
     return _Scan(h.hexdigest(), last_nonblank, [b for b in blank if b < last_nonblank],
-                 newline, header.decode("utf-8", "replace").lstrip("\ufeff"), controls)
+                 newline, header.decode("utf-8", "replace").lstrip("\ufeff"), controls,
+                 quoted_or_tab)
 
 
 # ----------------------------------------------------------------------------- the table
@@ -402,9 +407,10 @@ class FileTable:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, display: str, fmt: str, sha256: str,
                  columns: list[str], kinds: dict[str, str], decimal_comma: bool,
-                 controls: bool = True) -> None:
+                 controls: bool = True, quoted_or_tab: bool = True) -> None:
         self.con = con
         self.controls = controls   # the file may hold control characters other than \t \r \n
+        self.quoted_or_tab = quoted_or_tab   # … or a quote / tab (so a value may hold \t \r \n)
         self.name = display
         self.format = fmt
         self.sha256 = sha256
@@ -512,15 +518,18 @@ class FileTable:
                 inner = (f"CASE WHEN {k} = 'DOUBLE' AND {as_num} = round({as_num}) AND "
                          f"abs({as_num}) < 1e15 THEN CAST(CAST({as_num} AS BIGINT) AS VARCHAR) "
                          f"WHEN {k} IN ('VARCHAR', 'BIGINT') AND {v} <> '' THEN {v} END")
-            if d.fold:
-                inner = (f"CASE WHEN lower({c}) IN ({', '.join(map(_lit, d.fold))}) "
-                         f"THEN lower({c}) ELSE {inner} END")
-            control = (f"regexp_matches({c}, '[\\x00-\\x1f\\x7f]')" if self.controls else
-                       f"(strpos({c}, chr(9)) > 0 OR strpos({c}, chr(10)) > 0 OR "
-                       f"strpos({c}, chr(13)) > 0)")
-            refuse = (f"CASE WHEN left({p}, 1) IN ('=', '@') THEN true "
-                      f"WHEN left({p}, 1) IN ('+', '-') THEN TRY_CAST({p} AS DOUBLE) IS NULL "
-                      f"ELSE {control} END")
+            for word in d.fold:
+                inner = f"CASE WHEN {c} ILIKE {_lit(word)} THEN {_lit(word)} ELSE {inner} END"
+            if self.controls:
+                control = f"regexp_matches({c}, '[\\x00-\\x1f\\x7f]')"
+            elif self.quoted_or_tab:
+                control = (f"(strpos({c}, chr(9)) > 0 OR strpos({c}, chr(10)) > 0 OR "
+                           f"strpos({c}, chr(13)) > 0)")
+            else:   # no control byte, quote or tab in the whole file: nothing to find
+                control = "false"
+            refuse = (f"CASE left({p}, 1) WHEN '=' THEN true WHEN '@' THEN true "
+                      f"WHEN '+' THEN TRY_CAST({p} AS DOUBLE) IS NULL "
+                      f"WHEN '-' THEN TRY_CAST({p} AS DOUBLE) IS NULL ELSE {control} END")
             return inner, f"CASE WHEN {refuse} THEN NULL ELSE {p} END"
         val = f"lower({v})" if d.kind == "text-lower" else v
         bad_kind = "" if text_only else f"{k} IN {_BAD_KINDS} OR "
@@ -937,7 +946,7 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
         con = _connect(limits)
         try:
             decimal_comma = False
-            controls = True
+            controls = quoted_or_tab = True
             if kind == "parquet":
                 names, kinds, digest = _load_parquet(con, path, display, limits)
             else:
@@ -945,7 +954,7 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
                 digest = scan.sha256
                 if kind == "csv":
                     names, kinds, decimal_comma = _load_csv(con, path, scan, display)
-                    controls = scan.controls
+                    controls, quoted_or_tab = scan.controls, scan.quoted_or_tab
                 else:
                     names, kinds, bad = _load_jsonl(con, path, display, FAULT_CAP)
                     if bad:
@@ -956,7 +965,7 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
                 raise InputError(f"the header names column(s) {', '.join(map(repr, dupes))} "
                                  "more than once", file=display)
             table = FileTable(con, display, kind, digest, names, kinds, decimal_comma,
-                              controls)
+                              controls, quoted_or_tab)
             if table.rows == 0:
                 raise InputError("the file has a header but no rows" if kind == "csv" else
                                  "the file has no rows", file=display)
