@@ -331,13 +331,14 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
                         f"_crit AS criterion, _score AS score, 'score' AS _col, "
                         f"'criterion' AS _keycol, {carry} FROM typed", view=True)
     else:
-        parts = []
-        for i, c in enumerate(score_cols):
-            crit = TOTAL if c.lower() == TOTAL else c
-            parts.append(f"SELECT _line, _cid AS candidate_id, {run}, "
-                         f"{_lit(crit)} AS criterion, _s{i} AS score, {_lit(c)} AS _col, "
-                         f"'run' AS _keycol, {carry} FROM typed")
-        t.create("lng", " UNION ALL ".join(parts), view=True)
+        # one UNPIVOT (not a UNION per column: a wide file may have hundreds of columns)
+        t.create_mapping("_wide", ["sc", "criterion", "col"],
+                         [[f"_s{i}", TOTAL if c.lower() == TOTAL else c, c]
+                          for i, c in enumerate(score_cols)])
+        on = ", ".join(f"_s{i}" for i in range(len(score_cols)))
+        t.create("lng", f"SELECT u._line, u._cid AS candidate_id, {run}, w.criterion, u.score, "
+                        f"w.col AS _col, 'run' AS _keycol, {carry} FROM typed UNPIVOT INCLUDE NULLS "
+                        f"(score FOR _sc IN ({on})) AS u JOIN _wide w ON u._sc = w.sc")
 
     # one row per (candidate, run): duplicates, runs per candidate and request ids from it
     t.create("calls", "SELECT candidate_id, run, count(criterion) AS n, "

@@ -88,6 +88,7 @@ class Limits:
     max_bytes: int = 1024 << 20
     max_rows: int = 2_000_000
     max_line_bytes: int = 1 << 20
+    max_columns: int = 500
     memory_mb: int = 1024
 
     @classmethod
@@ -581,6 +582,14 @@ class FileTable:
         what = "VIEW" if view else "TABLE"
         self.con.execute(f"CREATE OR REPLACE {what} {_q(name)} AS {select}")
 
+    def create_mapping(self, name: str, columns: list[str], rows: list[list[Any]]) -> None:
+        """A small text table (e.g. wide score columns → criterion names)."""
+        cols = ", ".join(f"{_q(c)} VARCHAR" for c in columns)
+        self.con.execute(f"CREATE OR REPLACE TABLE {_q(name)} ({cols})")
+        if rows:
+            marks = ", ".join("?" for _ in columns)
+            self.con.executemany(f"INSERT INTO {_q(name)} VALUES ({marks})", rows)
+
     def count(self, select: str) -> int:
         """Rows of a query over this database (a cheap test before listing faults)."""
         return int(self._one(f"SELECT count(*) FROM ({select})"))
@@ -773,9 +782,12 @@ def _csv_header(header: str) -> tuple[list[str], str]:
     return [n.strip() for n in names], delim
 
 
-def _load_csv(con: duckdb.DuckDBPyConnection, path: Path, scan: _Scan, display: str
-              ) -> tuple[list[str], dict[str, str], bool]:
+def _load_csv(con: duckdb.DuckDBPyConnection, path: Path, scan: _Scan, display: str,
+              limits: Limits) -> tuple[list[str], dict[str, str], bool]:
     names, delim = _csv_header(scan.header)
+    if len(names) > limits.max_columns:
+        raise InputError(f"has {len(names):,} columns, over the {limits.max_columns:,}-column "
+                         "cap; a rubric has far fewer criteria", file=display)
     if not any(names):
         raise InputError("the first line (the header) is empty; the first line must name the "
                          "columns", file=display)
@@ -953,13 +965,17 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
                 scan = _scan_text(path, display, limits, kind)
                 digest = scan.sha256
                 if kind == "csv":
-                    names, kinds, decimal_comma = _load_csv(con, path, scan, display)
+                    names, kinds, decimal_comma = _load_csv(con, path, scan, display, limits)
                     controls, quoted_or_tab = scan.controls, scan.quoted_or_tab
                 else:
                     names, kinds, bad = _load_jsonl(con, path, display, FAULT_CAP)
                     if bad:
                         raise FileFaults(*bad)
             del size
+            if len(names) > limits.max_columns:
+                raise InputError(f"has {len(names):,} columns, over the "
+                                 f"{limits.max_columns:,}-column cap; a rubric has far fewer "
+                                 "criteria", file=display)
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise InputError(f"the header names column(s) {', '.join(map(repr, dupes))} "

@@ -212,3 +212,22 @@ def test_read_table_parquet_keeps_numbers():
     pq.write_table(pa.table({"a": [1, 2], "b": ["x", "y"]}), buf)
     df, _, _ = read_table(buf.getvalue(), name="t.parquet")
     assert list(df["a"]) == [1, 2] and list(df["b"]) == ["x", "y"]
+
+
+def _wide(ncol: int) -> bytes:
+    hdr = "candidate_id,run," + ",".join(f"k{i}" for i in range(ncol))
+    rows = [f"c{c},{r}," + ",".join(str((c + r + i) % 5) for i in range(ncol))
+            for c in range(4) for r in (1, 2)]
+    return ("\n".join([hdr, *rows]) + "\n").encode()
+
+
+def test_column_cap_refuses_a_file_of_thousands_of_columns_before_reading():
+    with pytest.raises(InputError, match="has 2,002 columns, over the 500-column cap"):
+        validate_draws(_wide(2000), name="wide.csv")
+
+
+def test_a_wide_file_of_hundreds_of_criteria_reads_every_cell():
+    imp = validate_draws(_wide(300), name="wide.csv")
+    assert len(imp.draws) == 4 * 2 * 300 and len(imp.criteria) == 300
+    got = imp.draws.set_index(["candidate_id", "run", "criterion"])["score"]
+    assert got[("c3", 2, "k299")] == (3 + 2 + 299) % 5
