@@ -337,8 +337,9 @@ def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Dra
                           for i, c in enumerate(score_cols)])
         on = ", ".join(f"_s{i}" for i in range(len(score_cols)))
         t.create("lng", f"SELECT u._line, u._cid AS candidate_id, {run}, w.criterion, u.score, "
-                        f"w.col AS _col, 'run' AS _keycol, {carry} FROM typed UNPIVOT INCLUDE NULLS "
-                        f"(score FOR _sc IN ({on})) AS u JOIN _wide w ON u._sc = w.sc")
+                        f"w.col AS _col, 'run' AS _keycol, {carry} FROM typed UNPIVOT "
+                        f"INCLUDE NULLS (score FOR _sc IN ({on})) AS u JOIN _wide w "
+                        "ON u._sc = w.sc")
 
     # one row per (candidate, run): duplicates, runs per candidate and request ids from it
     t.create("calls", "SELECT candidate_id, run, count(criterion) AS n, "

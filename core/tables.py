@@ -275,6 +275,7 @@ class _Scan:
     header: str = ""
     controls: bool = False   # bytes below 32 other than tab, CR, LF (or DEL) somewhere
     quoted_or_tab: bool = False   # a double quote or a tab somewhere
+    mixed_endings: int | None = None   # first line ending unlike the header's
 
 
 def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
@@ -289,6 +290,8 @@ def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
     first = True
     controls = False
     quoted_or_tab = False
+    prev_cr = False
+    mixed: int | None = None
     with open(path, "rb") as fh:
         while True:
             chunk = fh.read(_CHUNK)
@@ -347,6 +350,17 @@ def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
                 header = chunk[:cut if cut >= 0 else min(len(chunk), 1 << 16)]
                 if header.endswith(b"\r"):
                     newline = "\r\n"
+            if fmt == "csv" and len(nl):
+                # DuckDB's reader needs one line ending; a file that mixes them is named
+                crlf = np.zeros(len(nl), dtype=bool)
+                inside = nl > 0
+                crlf[inside] = arr[nl[inside] - 1] == 13
+                if not inside[0] and prev_cr:
+                    crlf[0] = True
+                other = np.flatnonzero(crlf != (newline == "\r\n"))
+                if len(other) and mixed is None:
+                    mixed = line_no + int(other[0])   # (or a line break inside quotes)
+            prev_cr = chunk.endswith(b"\r")
             line_no += len(nl)
             cur_len = tail
             if line_no - 1 > limits.max_rows + 1 + len(blank):
@@ -356,7 +370,7 @@ def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
         last_nonblank = line_no
     return _Scan(h.hexdigest(), last_nonblank, [b for b in blank if b < last_nonblank],
                  newline, header.decode("utf-8", "replace").lstrip("\ufeff"), controls,
-                 quoted_or_tab)
+                 quoted_or_tab, mixed)
 
 
 # ----------------------------------------------------------------------------- the table
@@ -799,6 +813,10 @@ def _load_csv(con: duckdb.DuckDBPyConnection, path: Path, scan: _Scan, display: 
             f"header=true, skip=0, delim='{delim_sql}', quote='\"', escape='\"', "
             f"columns={cols}, strict_mode=true, encoding='utf-8')")
     except duckdb.Error as exc:
+        if scan.mixed_endings is not None and "invalid state" in str(exc):
+            raise InputError(f"mixes Windows (CRLF) and Unix (LF) line endings (line "
+                             f"{scan.mixed_endings}); save it again from the spreadsheet as "
+                             "CSV UTF-8", file=display) from None
         raise _duck_error(exc, display, "csv") from None
     cols = ", ".join(f"c{i}" for i in range(len(names)))
     # rows of only empty cells (a spreadsheet's trailing rows) are not rows
@@ -949,6 +967,9 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
         if kind not in FORMATS:
             raise InputError(f"unknown format '{kind}'; use one of {', '.join(FORMATS)}",
                              file=display)
+        if kind == "jsonl" and head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"[":
+            raise InputError("is a JSON array, not JSON Lines: write one JSON object per line "
+                             "(records, not a list)", file=display)
         if kind == "parquet" and head[:4] != b"PAR1":
             for magic, why in _MAGIC:
                 if head.startswith(magic):

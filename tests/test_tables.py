@@ -139,6 +139,9 @@ BROKEN = [
     ("dup_header.csv", b"candidate_id,run,score,score\nX,1,1,2\n", "more than once"),
     ("fake.parquet", b"not parquet at all", "not one (no PAR1 magic)"),
     ("lines.jsonl", b'{"candidate_id": "X"}\n[1, 2]\nnot json\n', "line 2"),
+    ("array.json", b'[\n {"candidate_id": "X", "run": 1}\n]\n', "a JSON array, not JSON Lines"),
+    ("mixed.csv", (HEADER + "X,1,a,1\r\nX,2,a,1\n").encode(),
+     "mixes Windows (CRLF) and Unix (LF) line endings (line 2)"),
 ]
 
 
@@ -231,3 +234,10 @@ def test_a_wide_file_of_hundreds_of_criteria_reads_every_cell():
     assert len(imp.draws) == 4 * 2 * 300 and len(imp.criteria) == 300
     got = imp.draws.set_index(["candidate_id", "run", "criterion"])["score"]
     assert got[("c3", 2, "k299")] == (3 + 2 + 299) % 5
+
+
+def test_excel_multiline_cell_in_a_crlf_file_is_one_row():
+    data = (b"candidate_id,run,criterion,score,raw_payload\r\n"
+            b'X,1,a,1,"first\nsecond"\r\nX,2,a,2,\r\n')
+    imp = validate_draws(data, name="excel.csv")
+    assert imp.calls.set_index("run")["raw_payload"][1] == "first\nsecond"
