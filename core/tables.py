@@ -1006,7 +1006,14 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
             if table.rows == 0:
                 raise InputError("the file has a header but no rows" if kind == "csv" else
                                  "the file has no rows", file=display)
-            yield table
+            try:
+                yield table
+            except duckdb.Error as exc:
+                # a check that fails inside DuckDB (memory limit, an odd value) is one line too
+                raise _duck_error(exc, display, kind) from None
+            except MemoryError:
+                raise InputError("needs more memory to check than this machine allows; split "
+                                 "the file", file=display) from None
         finally:
             con.close()
 

@@ -241,3 +241,15 @@ def test_excel_multiline_cell_in_a_crlf_file_is_one_row():
             b'X,1,a,1,"first\nsecond"\r\nX,2,a,2,\r\n')
     imp = validate_draws(data, name="excel.csv")
     assert imp.calls.set_index("run")["raw_payload"][1] == "first\nsecond"
+
+
+def test_a_check_over_the_memory_limit_is_one_line(tmp_path):
+    """The validation database has a memory limit: past it, one line, never a traceback."""
+    p = tmp_path / "big.csv"
+    p.write_text(HEADER + "".join(f"c{i:06d},{r},criterion_{k},{(i + r + k) % 9}\n"
+                                  for i in range(20_000) for r in (1, 2) for k in range(5)))
+    tight = Limits(memory_mb=8)
+    with pytest.raises(InputError) as exc:
+        validate_draws(p, limits=tight)
+    msg = str(exc.value)
+    assert msg.startswith("big.csv") and "\n" not in msg and "memory" in msg
