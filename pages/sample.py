@@ -58,7 +58,9 @@ if upload is not None:
         st.info(f"{md_escape(imp.file_name)}: {num(len(imp.pool))} applicants, first-pass "
                 f"scores {num(scores.min(), 2)} – {num(scores.max(), 2)} (median "
                 f"{num(scores.median(), 2)}). Nothing is stored until you confirm.")
-        if st.button("Store this pool", type="primary"):
+        # the button names the audit it writes to (a bare URL opens the demo)
+        if st.button(f"Store this pool in {md_escape(audit_id)}", type="primary",
+                     key="store-pool"):
             commit_pool(store, audit_id, imp)
             st.session_state[state.UPLOAD_NONCE] += 1
             st.rerun()
