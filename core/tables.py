@@ -375,10 +375,8 @@ def _scan_text(path: Path, display: str, limits: Limits, fmt: str) -> _Scan:
 
 # ----------------------------------------------------------------------------- the table
 _KIND_TEXT = "'VARCHAR'"
-_NUMBER_RE = r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
 _THOUSANDS_RE = r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?"
 _DECIMAL_COMMA_RE = r"[+-]?\d*,\d+"
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def _q(name: str) -> str:
@@ -663,10 +661,6 @@ class FileTable:
     def frame(self, select: str) -> pd.DataFrame:
         """A result of this database as a DataFrame (through Arrow: no per-row objects)."""
         return self.con.sql(select).to_arrow_table().to_pandas()
-
-    def rows_of(self, select: str) -> list[tuple]:
-        """A small result as tuples."""
-        return self._rows(select)
 
 
 def _number_message(val: Any, kind: str, *, whole: bool, minimum: float | None,
