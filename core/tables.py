@@ -81,8 +81,9 @@ class Limits:
     Defaults: 1,024 MB per file (and of a Parquet file's uncompressed data), 2,000,000 rows
     (an import of that size stays within SPEC §6's 2 GB: about 0.8 GB a million rows, measured
     by benchmarks/bench_import.py), 1 MB per line. Environment: ``AUDIT_MAX_FILE_MB``,
-    ``AUDIT_MAX_ROWS``, ``AUDIT_MAX_LINE_KB``; the CLI has ``--max-file-mb``, ``--max-rows``,
-    ``--max-line-kb``. ``memory_mb`` bounds the in-memory DuckDB database used for validation.
+    ``AUDIT_MAX_ROWS``, ``AUDIT_MAX_LINE_KB``, ``AUDIT_MAX_COLUMNS`` (500); the CLI has
+    ``--max-file-mb``, ``--max-rows``, ``--max-line-kb``. ``memory_mb`` bounds the in-memory
+    DuckDB database used for validation.
     """
 
     max_bytes: int = 1024 << 20
@@ -101,12 +102,13 @@ class Limits:
         rows = max_rows if max_rows is not None else _env_number("AUDIT_MAX_ROWS", d.max_rows)
         kb = max_line_kb if max_line_kb is not None else _env_number(
             "AUDIT_MAX_LINE_KB", d.max_line_bytes / 1024)
+        ncols = _env_number("AUDIT_MAX_COLUMNS", d.max_columns)
         for what, v in (("max file size (MB)", mb), ("max rows", rows),
                         ("max line length (KB)", kb)):
             if not np.isfinite(v) or v <= 0:
                 raise InputError(f"the {what} must be a positive number, not {v!r}")
         return replace(d, max_bytes=int(mb * (1 << 20)), max_rows=int(rows),
-                       max_line_bytes=int(kb * 1024))
+                       max_line_bytes=int(kb * 1024), max_columns=int(ncols))
 
     def describe_bytes(self) -> str:
         return _mb(self.max_bytes)
@@ -795,7 +797,8 @@ def _load_csv(con: duckdb.DuckDBPyConnection, path: Path, scan: _Scan, display: 
     names, delim = _csv_header(scan.header)
     if len(names) > limits.max_columns:
         raise InputError(f"has {len(names):,} columns, over the {limits.max_columns:,}-column "
-                         "cap; a rubric has far fewer criteria", file=display)
+                         "cap (AUDIT_MAX_COLUMNS); a rubric has far fewer criteria",
+                         file=display)
     if not any(names):
         raise InputError("the first line (the header) is empty; the first line must name the "
                          "columns", file=display)
@@ -989,8 +992,8 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
             del size
             if len(names) > limits.max_columns:
                 raise InputError(f"has {len(names):,} columns, over the "
-                                 f"{limits.max_columns:,}-column cap; a rubric has far fewer "
-                                 "criteria", file=display)
+                                 f"{limits.max_columns:,}-column cap (AUDIT_MAX_COLUMNS); a rubric "
+                                 "has far fewer criteria", file=display)
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise InputError(f"the header names column(s) {', '.join(map(repr, dupes))} "

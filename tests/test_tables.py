@@ -253,3 +253,9 @@ def test_a_check_over_the_memory_limit_is_one_line(tmp_path):
         validate_draws(p, limits=tight)
     msg = str(exc.value)
     assert msg.startswith("big.csv") and "\n" not in msg and "memory" in msg
+
+
+def test_column_cap_from_the_environment(monkeypatch):
+    monkeypatch.setenv("AUDIT_MAX_COLUMNS", "10")
+    with pytest.raises(InputError, match=r"over the 10-column cap \(AUDIT_MAX_COLUMNS\)"):
+        validate_draws(_wide(20), name="wide.csv")
