@@ -141,7 +141,8 @@ def open_page(page: object, server: AppServer, url_path: str = "") -> None:
 
 def nav(page: object, title: str) -> None:
     """Switch pages through the sidebar navigation (same session)."""
-    page.locator('[data-testid="stSidebarNav"] a', has_text=title).first.click()  # type: ignore[attr-defined]
+    page.locator('[data-testid="stSidebar"] a[data-testid="stPageLink-NavLink"]',  # type: ignore[attr-defined]
+                 has_text=title).first.click()
     wait_idle(page, settle=0.4)
 
 
