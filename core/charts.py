@@ -147,7 +147,11 @@ def flip_curve_chart(curve: pd.DataFrame, cutoff: float) -> go.Figure:
         shapes=[_vline(cutoff)],
         title=dict(text="How the cutoff's position drives the coin flips"),
         xaxis=dict(title=dict(text="cutoff")),
-        yaxis=dict(title=dict(text="candidates with a flip")),
+        # both axes start at 0 with the same headroom, so their zeros line up and the dotted
+        # line never dips below the axis; the right axis reads in whole percent
+        yaxis=dict(title=dict(text="candidates with a flip"),
+                   range=[0, 1.08 * max(1.0, float(curve["candidates_with_flip"].max()))]),
         yaxis2=dict(title=dict(text="mean disagreement"), overlaying="y", side="right",
-                    rangemode="tozero"),
+                    range=[0, 1.08 * max(0.01, float(curve["mean_disagreement"].max()))],
+                    tickformat=".0%", showgrid=False),
         legend=dict(orientation="h", y=-0.2))

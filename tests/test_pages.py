@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.audit import analyze
 from core.demo import DEMO_AUDIT_ID
-from core.format import LIVE_LINE_RE
+from core.format import LIVE_LINE_RE, pts, reviews_txt
 from core.store import Store
 
 TIMEOUT = 60
@@ -73,14 +73,14 @@ def test_flip_page_matches_the_engine_at_78_and_moves_with_the_slider(app):
     live = _live(at)
     assert live["cutoff"] == "78"
     assert int(live["flips"]) == view.flip.candidates_with_flip
-    assert live["reviews"] == f"{view.manual_reviews_per_req:.1f}"
+    assert live["reviews"] == reviews_txt(view.manual_reviews_per_req)
     at.slider(key="w_cutoff").set_value(84.0).run()
     moved = result.view(84.0, 2.0)
     live = _live(at)
     assert live["cutoff"] == "84"
     assert int(live["flips"]) == moved.flip.candidates_with_flip
-    assert live["reviews"] == f"{moved.manual_reviews_per_req:.1f}"
-    assert live["reviews"] != f"{view.manual_reviews_per_req:.1f}"
+    assert live["reviews"] == reviews_txt(moved.manual_reviews_per_req)
+    assert live["reviews"] != reviews_txt(view.manual_reviews_per_req)
     # the flip table lists every candidate, flipping ones first
     table = at.dataframe[0].value
     assert len(table) == 40
@@ -111,7 +111,7 @@ def test_strict_comparison_counts_a_draw_on_the_cutoff_as_a_fail(app):
     assert int(_live(at)["flips"]) == s_view.flip.candidates_with_flip
     lo, hi = s_view.flip.flip_interval
     metric = {m.label: m.value for m in at.metric}
-    assert metric["Flip interval"] == f"{lo:.1f} – {hi:.1f}"
+    assert metric["Flip interval"] == f"{pts(lo)} – {pts(hi)}"
     assert any(s_view.flip.worst_candidate in _plain(c.value) for c in at.caption)
     assert any(s.label == "Cutoff (passes above it)" for s in at.slider)
 
@@ -150,15 +150,17 @@ def test_band_page_k_slider_capacity_and_report(app):
     result = analyze(_store(at), DEMO_AUDIT_ID)
     metrics = {m.label: m.value for m in at.metric}
     v = result.view(78.0, 2.0)
-    assert metrics["Manual-review band"] == f"{v.band.low:.1f} – {v.band.high:.1f}"
+    assert metrics["Manual-review band"] == f"{pts(v.band.low)} – {pts(v.band.high)}"
     assert v.over_capacity  # the demo's 40 reviews per req are exceeded at k = 2
     assert any("leaves" in w.value and "to chance" in w.value for w in at.warning)
-    assert any("normal approximation" in c.value for c in at.caption)
+    # said once, not "This is a normal approximation. normal approximation: …"
+    notes = [c.value for c in at.caption if "normal approximation" in c.value.lower()]
+    assert len(notes) == 1 and notes[0].lower().count("normal approximation") == 1
     at.slider(key="w_k").set_value(1.0).run()
     v1 = result.view(78.0, 1.0)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Manual-review band"] == f"{v1.band.low:.1f} – {v1.band.high:.1f}"
-    assert _live(at)["reviews"] == f"{v1.manual_reviews_per_req:.1f}"
+    assert metrics["Manual-review band"] == f"{pts(v1.band.low)} – {pts(v1.band.high)}"
+    assert _live(at)["reviews"] == reviews_txt(v1.manual_reviews_per_req)
     report = at.code[-1].value
     assert "FLIP RATE AT CUTOFF 78" in report and "NOT ESTABLISHED BY THIS REPORT" in report
     assert "k = 1" in report
@@ -166,7 +168,7 @@ def test_band_page_k_slider_capacity_and_report(app):
     at.toggle(key="w_override_on").set_value(True).run()
     at.number_input(key="w_override").set_value(5.0).run()
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Manual-review band"] == "73.0 – 83.0"
+    assert metrics["Manual-review band"] == "73 – 83"
 
 
 def test_band_settings_saved_to_the_audit_reach_the_command_line_report(app):

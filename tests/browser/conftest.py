@@ -148,7 +148,7 @@ def nav(page: object, title: str) -> None:
 
 LIVE_RE = re.compile(
     r"cutoff (?P<cutoff>[-\d.]+) · candidates with any flip (?P<flips>\d+) of (?P<of>\d+) · "
-    r"manual reviews per req (?P<reviews>[-\d.]+|needs the pool)")
+    r"manual reviews per req (?P<reviews>[-\d.,]+|needs the pool)")
 
 
 def live_numbers(page: object, key: str = "live-numbers") -> dict[str, str]:
