@@ -290,3 +290,89 @@ def test_preflight_draws_alone_are_not_an_audit_yet(db):
     for page in ("flip", "band", "criteria"):
         at = _open(at, page)
         assert any("Only one candidate has draws" in i.value for i in at.info), page
+
+
+def _partial_audit(db, audit_id: str = "partial") -> None:
+    """A planned run of 5 candidates × 6 runs with 12 of its 30 draws stored."""
+    import numpy as np
+    import pandas as pd
+
+    from core.freeze import Criterion, FreezeSheet
+    store = Store(db)
+    sheet = FreezeSheet(req_id="p", side_effect_free=True, result_cache_off=True,
+                        criteria=(Criterion("a", 10.0), Criterion("b", 10.0)))
+    store.save_audit(audit_id, sheet.to_dict(), sheet.hash, {"runs": 6, "cutoff": 10.0})
+    ids = [f"c{i}" for i in range(5)]
+    store.set_candidates(audit_id, pd.DataFrame({"candidate_id": ids, "stratum": "band"}))
+    rng = np.random.default_rng(3)
+    rows = []
+    for i, cid in enumerate(ids[:3]):
+        for run in range(1, 5):
+            for crit in ("a", "b"):
+                rows.append({"candidate_id": cid, "run": run, "criterion": crit,
+                             "score": float(np.clip(round(3 + i + rng.normal(0, 1)), 0, 10)),
+                             "request_id": f"{cid}:{run}", "model": None, "clipped": False})
+    store.write_results(audit_id, None, pd.DataFrame(rows))
+    store.close()
+
+
+def test_statistics_pages_say_provisional_while_draws_are_incomplete(db):
+    """12 of 30 planned draws: Criteria, Flip and Band each show one banner with the count, and
+    the verdicts and headline numbers say provisional; the sidebar agrees."""
+    _partial_audit(db)
+    at = _app_on(db, "partial")
+    side = " ".join(m.value for m in at.sidebar.markdown)
+    assert "provisional — 12 of 30 draws" in side
+    for page in ("criteria", "flip", "band"):
+        at = _open(at, page)
+        banners = [w.value for w in at.warning if "Provisional" in w.value]
+        assert len(banners) == 1, page
+        assert "12 of 30 draws" in banners[0], page
+    at = _open(at, "criteria")
+    verdicts = at.dataframe[0].value["verdict"].tolist()
+    assert verdicts and all(v.endswith("(provisional)") for v in verdicts if v)
+    at = _open(at, "flip")
+    assert any(m.label == "Candidates with any flip (provisional)" for m in at.metric)
+    # a complete audit shows no banner
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "criteria")
+    assert not any("Provisional" in w.value for w in at.warning)
+
+
+def test_imported_audit_shows_the_steps_that_did_not_happen_as_not_done(db, tmp_path):
+    """An upload makes an audit with no frozen harness and no sample drawn from a pool: the
+    sidebar says so, with what would do each, instead of 'done'."""
+    import pandas as pd
+
+    from core.ingest import commit_draws, validate_draws
+    rows = [(f"v{i}", r, "x", float(i + (r % 2))) for i in range(4) for r in (1, 2, 3)]
+    path = tmp_path / "vendor.csv"
+    pd.DataFrame(rows, columns=["candidate_id", "run", "criterion", "score"]).to_csv(
+        path, index=False)
+    store = Store(db)
+    ensure = validate_draws(str(path))
+    commit_draws(store, "vendor", ensure)
+    store.close()
+    at = _app_on(db, "vendor")
+    side = [m.value for m in at.sidebar.markdown]
+    freeze = next(_plain(s) for s in side if "Freeze" in s)
+    sample = next(_plain(s) for s in side if "Sample" in s)
+    run = next(_plain(s) for s in side if "Run" in s)
+    assert "not done" in freeze and "no harness recorded" in freeze and "check_circle" not in freeze
+    assert "not done" in sample and "upload the pool" in sample
+    assert "imported — 12 draws" in run
+
+
+def test_slider_view_survives_a_reload_and_a_shared_link(db):
+    """k moved to 2.2 on Band (not saved to the audit): a new session on the same link — a
+    reload, or a colleague opening it — shows k = 2.2 and the band for it."""
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "band")
+    at.slider(key="w_k").set_value(2.2).run()
+    at.number_input(key="w_capacity").set_value(55.0).run()
+    assert not at.exception
+    assert _store(at).get_audit(DEMO_AUDIT_ID)["settings"].get("k", 2.0) == 2.0  # not saved
+    again = _open(_app_on(db, DEMO_AUDIT_ID), "band")
+    assert again.slider(key="w_k").value == 2.2
+    assert again.number_input(key="w_capacity").value == 55.0
+    v = analyze(_store(again), DEMO_AUDIT_ID).view(78.0, 2.2)
+    metrics = {m.label: m.value for m in again.metric}
+    assert metrics["Manual-review band"] == f"{pts(v.band.low)} – {pts(v.band.high)}"
