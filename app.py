@@ -27,4 +27,5 @@ home = st.Page(state.PAGES["freeze"][0], title=state.PAGES["freeze"][1], url_pat
 # the sidebar draws the links itself (they carry ?audit=…, so a page switch is one history entry)
 pg = st.navigation([home, *pages.values()], position="hidden")
 state.sidebar(state.get_store(), pages)
+state.layout()
 pg.run()

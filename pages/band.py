@@ -162,9 +162,10 @@ def band_panel() -> None:
     st.caption("The report uses the cutoff and band settings above.")
     cols = st.columns(4)
     for col, fmt, label in zip(cols, ("text", "md", "json", "html"),
-                               ("Text", "Markdown", "JSON", "HTML (with charts)")):
+                               ("Text report", "Markdown report", "JSON data",
+                                "HTML with charts")):
         col.download_button(
-            f"Download {label}", data=lambda fmt=fmt: report.render(
+            label, icon=":material/download:", data=lambda fmt=fmt: report.render(
                 shown, fmt, cutoff=float(cutoff), k=float(k)),
             file_name=f"{safe_id}-report.{_EXT[fmt]}", mime=_MIME[fmt], on_click="ignore",
             key=f"dl-{fmt}", width="stretch")

@@ -44,7 +44,7 @@ __all__ = [
     "init_state", "active_audit", "switch_audit", "live_settings", "bind", "with_live",
     "require",
     "sidebar", "step_status", "StepStatus", "sheet_of", "show_error", "access_gate",
-    "progress", "provisional_banner", "VIEW_KEYS", "remember_view", "RunProgress",
+    "progress", "provisional_banner", "layout", "VIEW_KEYS", "remember_view", "RunProgress",
 ]
 
 _log = logging.getLogger("audit.app")
@@ -464,6 +464,52 @@ def sidebar(store: Store, pages: dict[str, Any] | None = None) -> str | None:
             title = PAGES[s.step][1]
             st.markdown(f"{_ICONS[s.state]} **{title}** — {md_escape(s.text)}")
     return audit_id
+
+
+# ----------------------------------------------------------------------------- layout
+#: Fixed markup (no user text): metric values, metric labels and button labels wrap instead of
+#: being cut off with "…" on narrow screens; at 800 px and below the sidebar starts collapsed
+#: (once per browser tab, so a user who opens it again keeps it open). Streamlit collapses it
+#: by itself only at 768 px and below.
+_LAYOUT = """
+<style>
+[data-testid="stMetricValue"] > div, [data-testid="stMetricLabel"] *,
+[data-testid="stMetricValue"] * {
+  white-space: normal !important; overflow: visible !important;
+  text-overflow: clip !important; overflow-wrap: anywhere;
+}
+[data-testid="stMetricValue"] { overflow: visible !important; height: auto !important; }
+[data-testid="stDownloadButton"] button p, [data-testid="stButton"] button p,
+[data-testid="stBaseButton-secondary"] p, [data-testid="stBaseButton-primary"] p {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+}
+</style>
+<script>
+(function () {
+  const KEY = "audit-sidebar-auto-collapsed";
+  if (window.innerWidth > 800 || window.sessionStorage.getItem(KEY)) return;
+  let tries = 0;
+  const t = window.setInterval(function () {
+    const side = document.querySelector('[data-testid="stSidebar"]');
+    const btn = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
+    tries += 1;
+    if (side && btn && side.getAttribute("aria-expanded") !== "false") {
+      btn.click();
+      window.sessionStorage.setItem(KEY, "1");
+      window.clearInterval(t);
+    } else if (tries > 50) {
+      window.clearInterval(t);
+    }
+  }, 100);
+})();
+</script>
+"""
+
+
+def layout() -> None:
+    """The narrow-screen fixes (see ``_LAYOUT``); drawn once per run by the router."""
+    with st.sidebar:
+        st.html(_LAYOUT, unsafe_allow_javascript=True)
 
 
 # ----------------------------------------------------------------------------- who may see it
