@@ -12,8 +12,10 @@ import pandas as pd
 import streamlit as st
 
 from core import charts, report
-from core.format import count, live_line, pct, pts, reviews_txt, sd
+from core.format import MISSING, count, live_line, pct, pts, reviews_txt, sd
 from ui import state
+
+NEEDS_POOL = " — needs the req's pool of first-pass scores: upload it on the Sample page"
 
 state.init_state()
 store, audit_id, result = state.analysed_audit()
@@ -76,17 +78,16 @@ def band_panel() -> None:
     m1, m2, m3, m4 = st.columns(4)
     m1.metric(f"Manual-review band{tag}", f"{pts(b.low)} – {pts(b.high)}",
               help="score range sent to a person (points)")
-    m2.metric("Manual reviews per req",
-              "needs the pool" if view.manual_reviews_per_req is None
-              else reviews_txt(view.manual_reviews_per_req),
-              help="applications per req whose score lands in the band")
-    m3.metric("Share of the pool in the band", pct(view.share_of_pool, 1)
-              if view.share_of_pool is not None else "needs the pool")
+    m2.metric("Manual reviews per req", reviews_txt(view.manual_reviews_per_req),
+              help="applications per req whose score lands in the band"
+                   + ("" if view.manual_reviews_per_req is not None else NEEDS_POOL))
+    m3.metric("Share of the pool in the band", pct(view.share_of_pool, 1),
+              help=None if view.share_of_pool is not None else NEEDS_POOL.strip(" —"))
     m4.metric("Re-run reversals per req",
-              "needs the pool" if view.exposure is None
-              else reviews_txt(view.exposure.reversals_per_req),
+              MISSING if view.exposure is None else reviews_txt(view.exposure.reversals_per_req),
               help="automated decisions per req that a fresh draw of the same application "
-                   "would reverse (a normal approximation)")
+                   "would reverse (a normal approximation)"
+                   + ("" if view.exposure is not None else NEEDS_POOL))
     with st.container(key="band-live-numbers"):
         st.caption(live_line(float(cutoff), view.flip.candidates_with_flip,
                              view.flip.candidates, view.manual_reviews_per_req))

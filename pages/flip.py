@@ -9,7 +9,16 @@ import streamlit as st
 
 from core import charts
 from core.flip import effective_cutoff
-from core.format import count, flip_display, live_line, md_escape, num, ordinal, pct, pts
+from core.format import (
+    count,
+    flip_display,
+    live_line,
+    md_escape,
+    ordinal,
+    pct,
+    pts,
+    reviews_txt,
+)
 from ui import state
 
 state.init_state()
@@ -101,10 +110,10 @@ def flip_panel() -> None:
     m3.metric("Flip interval", "none" if fi is None else f"{pts(fi[0])} – {pts(fi[1])}",
               help="the range of mean totals of the candidates that flip: the honest width "
                    "of the machine's indecision")
-    m4.metric("Manual reviews per req",
-              "needs the pool" if view.manual_reviews_per_req is None
-              else num(round(view.manual_reviews_per_req, 1)),
-              help=f"applications inside the band {pts(view.band.low)} – {pts(view.band.high)} "
+    m4.metric("Manual reviews per req", reviews_txt(view.manual_reviews_per_req),
+              help=("" if view.manual_reviews_per_req is not None else
+                    "— needs the req's pool of first-pass scores (upload it on Sample). ")
+                   + f"applications inside the band {pts(view.band.low)} – {pts(view.band.high)} "
                    f"(k = {view.band.k:g}); set k on the Band page")
     with st.container(key="live-numbers"):
         st.caption(live_line(float(cutoff), fs.candidates_with_flip, fs.candidates,
