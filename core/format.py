@@ -335,6 +335,12 @@ def readable(df: pd.DataFrame, *, nd: int = 3, reps: dict[str, int] | None = Non
     for col in out.columns:
         series = out[col]
         name = str(col)
+        if pd.api.types.is_datetime64_any_dtype(series):
+            times = series.dropna()
+            whole_days = bool(len(times) == 0 or (times == times.dt.normalize()).all())
+            out[col] = series.dt.strftime("%Y-%m-%d" if whole_days else "%Y-%m-%d %H:%M") \
+                .fillna(MISSING)
+            continue
         if not (pd.api.types.is_numeric_dtype(series) or series.dtype == object):
             continue
         if pd.api.types.is_bool_dtype(series):

@@ -172,7 +172,7 @@ def band_panel() -> None:
             key=f"dl-{fmt}", width="stretch")
     with st.expander("Report preview (plain text)", expanded=True):
         st.code(report.render(shown, "text", cutoff=float(cutoff), k=float(k)),
-                language=None)
+                language=None, wrap_lines=True)
 
 
 band_panel()

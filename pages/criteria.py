@@ -48,7 +48,9 @@ else:
     table = result.criteria
     s = result.settings
     precision = score_precision(table["max_points"])
-    left, right = st.columns([3, 2])
+    # the table takes the whole width (at 800 px a side-by-side chart would hide its last
+    # columns); the chart follows it
+    left, right = st.container(), st.container()
     with left:
         shown = criteria_display(table)
         if provisional:

@@ -107,7 +107,7 @@ with c1:
                                 step=1, key=f"{k}-topk")
         cutoff = effective_cutoff(scores, int(top_k))
         st.caption(f"Effective cutoff {cutoff:g} (the {int(top_k)}th highest of {len(scores)})"
-                   + (f"; the config field reads {settings['cutoff']:g}"
+                   + (f"; the screener's settings say {settings['cutoff']:g}"
                       if settings.get("cutoff") is not None else "") + ".")
 with c2:
     spread = st.number_input("Expected within-candidate spread σₑ (points)", min_value=0.1,

@@ -71,3 +71,9 @@ def test_an_overdue_date_says_since_when():
     assert overdue_text("2026-09-27", today) == "overdue since 2026-09-27, 9 weeks ago"
     assert overdue_text("2026-12-27", today) is None
     assert overdue_text(dt.date(2026, 11, 27), today) == "overdue since 2026-11-27, 3 days ago"
+
+
+def test_dates_read_as_dates_not_midnight_timestamps():
+    t = readable(pd.DataFrame({"batch": pd.to_datetime(["2026-03-29", "2026-04-06"])}))
+    assert t["batch"].tolist() == ["2026-03-29", "2026-04-06"]
+    assert "00:00:00" not in t.to_string()
