@@ -68,6 +68,10 @@ def criteria_chart(table: pd.DataFrame) -> go.Figure:
         yaxis=dict(title=dict(text="points")), legend=dict(orientation="h", y=-0.2))
 
 
+#: Above this many single draws the strip plot switches from SVG to WebGL.
+SVG_MAX_POINTS = 4000
+
+
 def draws_strip(candidate_ids: np.ndarray, cand: np.ndarray, total: np.ndarray,
                 means: np.ndarray, flips: np.ndarray, cutoff: float,
                 band: Band | None = None, max_candidates: int = 400) -> go.Figure:
@@ -84,10 +88,13 @@ def draws_strip(candidate_ids: np.ndarray, cand: np.ndarray, total: np.ndarray,
     flip_draw = flips[cand][shown]
     labels = _safe(candidate_ids)[cand][shown]
     jitter = np.random.default_rng(0).uniform(-0.25, 0.25, size=len(x))
+    # SVG up to a few thousand points: a WebGL context costs more than it saves there (and in a
+    # browser without a GPU it is software-rendered); WebGL beyond
+    trace = "scatter" if len(x) <= SVG_MAX_POINTS else "scattergl"
     data = []
     for mask, name, colour in ((~flip_draw, "no flip", "rgba(38,70,83,0.45)"),
                                (flip_draw, "flips at this cutoff", "#e76f51")):
-        data.append(dict(type="scattergl", x=x[mask] + jitter[mask], y=y[mask], mode="markers",
+        data.append(dict(type=trace, x=x[mask] + jitter[mask], y=y[mask], mode="markers",
                          name=name, marker=dict(size=5, color=colour), customdata=labels[mask],
                          hovertemplate="%{customdata}: %{y}<extra></extra>"))
     shapes, notes = [], []
