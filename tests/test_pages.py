@@ -376,3 +376,21 @@ def test_slider_view_survives_a_reload_and_a_shared_link(db):
     v = analyze(_store(again), DEMO_AUDIT_ID).view(78.0, 2.2)
     metrics = {m.label: m.value for m in again.metric}
     assert metrics["Manual-review band"] == f"{pts(v.band.low)} – {pts(v.band.high)}"
+
+
+def test_imported_audit_freeze_page_says_not_frozen_here(db, tmp_path):
+    import pandas as pd
+
+    from core.ingest import commit_draws, validate_draws
+    rows = [(f"v{i}", r, "x", float(i + (r % 2))) for i in range(3) for r in (1, 2)]
+    path = tmp_path / "v.csv"
+    pd.DataFrame(rows, columns=["candidate_id", "run", "criterion", "score"]).to_csv(
+        path, index=False)
+    store = Store(db)
+    commit_draws(store, "imp", validate_draws(str(path)))
+    store.close()
+    at = _open(_app_on(db, "imp"), "freeze")
+    assert any(w.value.startswith("Not frozen here") for w in at.warning)
+    assert not any("This harness is frozen" in s.value for s in at.success)
+    sheet = next(d.value for d in at.dataframe if "field" in d.value.columns)
+    assert "None" not in sheet["value"].tolist() and "" not in sheet["value"].tolist()
