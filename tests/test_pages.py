@@ -394,3 +394,38 @@ def test_imported_audit_freeze_page_says_not_frozen_here(db, tmp_path):
     assert not any("This harness is frozen" in s.value for s in at.success)
     sheet = next(d.value for d in at.dataframe if "field" in d.value.columns)
     assert "None" not in sheet["value"].tolist() and "" not in sheet["value"].tolist()
+
+
+def test_a_negative_noise_share_reads_negative_with_its_explanation(db):
+    """A criterion that moves against the rest of the total between runs has a negative share
+    of the total's noise: the table shows it with a minus sign and the page says what it means
+    (never '-0%')."""
+    import numpy as np
+    import pandas as pd
+
+    from core.freeze import Criterion, FreezeSheet
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(12):
+        base = rng.normal(10, 3)
+        for run in range(1, 9):
+            e = rng.normal(0, 2)
+            rows += [{"candidate_id": f"n{i}", "run": run, "criterion": "a",
+                      "score": float(base + e)},
+                     {"candidate_id": f"n{i}", "run": run, "criterion": "b",
+                      "score": float(5 - 0.3 * e + rng.normal(0, 0.1))}]
+    draws = pd.DataFrame(rows).assign(request_id=lambda d: d["candidate_id"] + ":" +
+                                      d["run"].astype(str), model=None, clipped=False)
+    store = Store(db)
+    sheet = FreezeSheet(req_id="neg", side_effect_free=True, result_cache_off=True,
+                        criteria=(Criterion("a", 20.0), Criterion("b", 10.0)))
+    store.save_audit("neg", sheet.to_dict(), sheet.hash, {"cutoff": 15.0})
+    from core.ingest import criteria_frame
+    store.set_criteria("neg", criteria_frame(list(sheet.criteria)))
+    store.write_results("neg", None, draws)
+    store.close()
+    at = _open(_app_on(db, "neg"), "criteria")
+    table = at.dataframe[0].value
+    b_share = dict(zip(table["criterion"], table["share of the total's noise"]))["b"]
+    assert b_share.startswith("−") and b_share != "−0%", b_share
+    assert any("b:" in _plain(c.value) and "negative share" in c.value for c in at.caption)
