@@ -256,7 +256,8 @@ def live_settings(audit_id: str, result: AuditResult | None = None) -> dict[str,
                                                   if result.pool_size else None)
         try:
             stored = get_store().get_view(audit_id)
-        except AuditError:
+        except Exception as exc:  # the view is a convenience: never stop a page for it
+            _log.warning("could not read the view of %s: %s", audit_id, exc)
             stored = {}
         for name in VIEW_KEYS:
             if name in stored and _valid_view_value(name, stored[name]):
@@ -288,7 +289,7 @@ def remember_view(audit_id: str) -> None:
         return
     try:
         get_store().set_view(audit_id, {n: live[n] for n in VIEW_KEYS})
-    except (AuditError, TypeError, ValueError) as exc:  # a read-only file, an odd value
+    except Exception as exc:  # a read-only or full disk: only the memory of the view is lost
         _log.warning("could not store the view of %s: %s", audit_id, exc)
 
 
