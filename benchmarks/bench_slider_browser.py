@@ -209,6 +209,7 @@ def main() -> None:
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
+    load_start = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="bench-slider-"))
     t0 = time.perf_counter()
     if not args.demo_only:
@@ -258,7 +259,9 @@ def main() -> None:
         "",
         f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node()} "
         f"({cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}), headless "
-        "Debian chromium via Playwright, app and browser on the same machine.",
+        "Debian chromium via Playwright, app and browser on the same machine. Load average "
+        f"(1 min) {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end: "
+        "anything above ~1 means other work shared the 2 cores and inflates every figure.",
         "",
         "Each sample: one keyboard press on the flip page's cutoff slider → the page shows the "
         "live numbers for the new cutoff (fragment rerun on the server: LiveAudit view, flip "
