@@ -369,9 +369,16 @@ def _running(audit_id: str) -> tuple[int, int] | None:
     return None
 
 
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _step_status(path: str, audit_id: str, version: str,
+                 running: tuple[int, int] | None) -> list[StepStatus]:
+    return _core_step_status(_open_store(path), audit_id, running)
+
+
 def step_status(store: Store, audit_id: str) -> list[StepStatus]:
-    """Each wizard step's status (:func:`core.steps.step_status` with this process's run)."""
-    return _core_step_status(store, audit_id, _running(audit_id))
+    """Each wizard step's status (:func:`core.steps.step_status` with this process's run),
+    cached per data version: a page switch does not re-count the audit's draws."""
+    return _step_status(store.path, audit_id, store.data_version(audit_id), _running(audit_id))
 
 
 def progress(store: Store, audit_id: str) -> RunProgress:
