@@ -38,7 +38,7 @@ comp = result.composition()
 runs_txt = (str(comp["runs_min"]) if comp["runs_min"] == comp["runs_max"]
             else f"{comp['runs_min']}–{comp['runs_max']}")
 st.caption(f"{comp['candidates']} candidates ({comp['band']} band, {comp['high_anchors']} high "
-           f"anchors, {comp['low_anchors']} low anchors; strata {result.strata_source}) × "
+           f"anchors, {comp['low_anchors']} low anchors; strata: {result.strata_source}) × "
            f"{runs_txt} runs = {comp['evaluations']} evaluations.")
 
 if result.criteria is None:
