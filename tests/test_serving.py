@@ -176,3 +176,37 @@ def test_the_page_refuses_a_network_address_typed_by_hand(tmp_path, monkeypatch,
     assert "Refusing to serve the audit app on '0.0.0.0'" in at.error[0].value
     assert not at.sidebar.selectbox  # no audit is shown
     assert "Refusing to serve the audit app on '0.0.0.0'" in capsys.readouterr().out
+
+
+def _app_with_login(tmp_path, monkeypatch, user: dict):
+    from streamlit.testing.v1 import AppTest
+    monkeypatch.setenv("AUDIT_DB", str(tmp_path / "audits.duckdb"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.secrets["auth"] = {"client_id": "id", "client_secret": "s", "cookie_secret": "c",
+                          "redirect_uri": "http://localhost:8501/oauth2callback",
+                          "server_metadata_url": "https://idp.example/.well-known/x"}
+    at.secrets["access"] = {"allowed_email_domains": ["acme.com"]}
+    at.user = user
+    return at.run()
+
+
+def test_with_a_login_configured_a_visitor_signs_in_before_seeing_any_audit(tmp_path,
+                                                                            monkeypatch):
+    at = _app_with_login(tmp_path, monkeypatch, {"is_logged_in": False})
+    assert not at.exception
+    assert [b.label for b in at.button] == ["Sign in"]
+    assert not at.sidebar.selectbox
+
+
+def test_a_signed_in_account_outside_the_allowed_domains_sees_no_audit(tmp_path, monkeypatch):
+    at = _app_with_login(tmp_path, monkeypatch,
+                         {"is_logged_in": True, "email": "eve@notacme.com"})
+    assert not at.exception
+    assert any("not allowed" in e.value for e in at.error)
+    assert not at.sidebar.selectbox
+
+
+def test_a_signed_in_account_of_an_allowed_domain_sees_the_audits(tmp_path, monkeypatch):
+    at = _app_with_login(tmp_path, monkeypatch, {"is_logged_in": True, "email": "ana@acme.com"})
+    assert not at.exception and not at.error
+    assert at.sidebar.selectbox(key="active_audit").value == "demo-ENG-2291"
