@@ -1,8 +1,9 @@
 """Screening score variance audit — the router.
 
-``streamlit run app.py``: the pages of the six steps (and Drift), the shared sidebar, nothing
-else. The database is ``$AUDIT_DB`` or ``data/audits.duckdb``; the demo audit is created on the
-first start so the app opens straight into it, offline.
+``streamlit run app.py``: who may see the app (loopback, or a login), the pages of the six steps
+(and Drift), the shared sidebar, nothing else. The database is ``$AUDIT_DB`` or
+``data/audits.duckdb``; the demo audit is created on the first start so the app opens straight
+into it, offline.
 """
 
 from pathlib import Path
@@ -11,18 +12,20 @@ import streamlit as st
 
 from ui import state
 
-st.set_page_config(page_title="Screening score variance audit", page_icon=":material/target:",
+# an emoji icon is drawn locally (a ":material/…:" icon is fetched from a font host)
+st.set_page_config(page_title="Screening score variance audit", page_icon="🎯",
                    layout="wide")
+state.access_gate()
 state.init_state(router=True)
 
 _here = Path(__file__).resolve().parent
-pages = [st.Page(path, title=title, url_path=url)
-         for url, (path, title) in state.PAGES.items() if (_here / path).exists()]
-# Compare (did the fix work?) comes right after Band
-_after_band = next((i + 1 for i, p in enumerate(pages) if p.url_path == "band"), len(pages))
-pages.insert(_after_band, st.Page("pages/compare.py", title="Compare", url_path="compare"))
-sections = {"Audit": [p for p in pages if p.url_path != "drift"],
-            "Over time": [p for p in pages if p.url_path == "drift"]}
-pg = st.navigation({name: ps for name, ps in sections.items() if ps})
-state.sidebar(state.get_store())
+pages = {url: st.Page(path, title=title, url_path=url)
+         for url, (path, title) in state.PAGES.items() if (_here / path).exists()}
+# "/" opens Freeze too, so that /freeze (a bookmark, a shared link) is a page of its own
+home = st.Page(state.PAGES["freeze"][0], title=state.PAGES["freeze"][1], url_path="home",
+               default=True)
+# the sidebar draws the links itself (they carry ?audit=…, so a page switch is one history entry)
+pg = st.navigation([home, *pages.values()], position="hidden")
+state.sidebar(state.get_store(), pages)
+state.layout()
 pg.run()

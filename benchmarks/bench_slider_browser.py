@@ -7,7 +7,11 @@ numbers for the new cutoff (``cutoff … · candidates with any flip … · manu
 That is the whole loop: browser event → websocket → fragment rerun on the server (LiveAudit
 view, flip table, strip plot, curve) → deltas → React render.
 
-Usage: .venv/bin/python benchmarks/bench_slider_browser.py [--moves 30]
+Next to it, on the demo: the time of a page switch through the sidebar (click → the new
+page's title shown and the script idle) and of each kind of widget answer (a number input, a
+toggle, a radio, the k slider: input → the page shows the answer and the script is idle).
+
+Usage: .venv/bin/python benchmarks/bench_slider_browser.py [--moves 30] [--switches 24]
 Writes benchmarks/results/slider_browser.md.
 """
 
@@ -99,23 +103,127 @@ def measure(page, moves: int) -> tuple[list[float], str]:
     return times, start.group(0)
 
 
+SWITCH_ORDER = [("4 · Criteria", "Noise per criterion"), ("5 · Flip", "Flip rate at the cutoff"),
+                ("6 · Band", "Manual-review band"), ("2 · Sample", "Frame the sample"),
+                ("1 · Freeze", "Freeze the harness"), ("3 · Run", None)]
+
+
+def _idle_after(page, t0: float) -> float:
+    page.wait_for_selector(IDLE)
+    return (time.perf_counter() - t0) * 1000
+
+
+def measure_switches(page, n: int) -> list[float]:
+    """Click a sidebar link → the new page's h1 and an idle script."""
+    times = []
+    for i in range(n):
+        link, title = SWITCH_ORDER[i % len(SWITCH_ORDER)]
+        t0 = time.perf_counter()
+        page.locator('[data-testid="stSidebar"] a[data-testid="stPageLink-NavLink"]',
+                     has_text=link).first.click()
+        if title:
+            page.wait_for_function(
+                "(t) => document.querySelector('[data-testid=\"stMain\"] h1')?.innerText === t",
+                arg=title)
+        else:
+            page.wait_for_url(re.compile(r"/run\b"))
+            time.sleep(0.05)
+        times.append(_idle_after(page, t0))
+        time.sleep(0.3)
+    return times
+
+
+def measure_widgets(page, n: int) -> dict[str, list[float]]:
+    """Each widget kind on the Band and Flip pages, ``n`` answers each."""
+    out: dict[str, list[float]] = {"number input (capacity)": [], "toggle (half-width by hand)": [],
+                                   "slider (k, keyboard)": [], "radio (cutoff by top k)": []}
+    page.locator('[data-testid="stSidebar"] a[data-testid="stPageLink-NavLink"]',
+                 has_text="6 · Band").first.click()
+    page.wait_for_selector(".st-key-band-live-numbers")
+    page.wait_for_selector(IDLE)
+    cap = page.get_by_label("Reviewer capacity (manual reviews the team can do per req)")
+    for i in range(n):
+        value = 30 + 5 * (i % 6) + (1 if i % 2 else 0)
+        cap.fill(str(value))
+        t0 = time.perf_counter()
+        cap.press("Enter")
+        page.wait_for_function(
+            "(v) => document.querySelector('[data-testid=\"stMain\"]').innerText"
+            ".includes('can do ' + v)", arg=str(value))
+        out["number input (capacity)"].append(_idle_after(page, t0))
+        time.sleep(0.3)
+    toggle = page.get_by_text("Set the half-width by hand")
+    for i in range(n):
+        t0 = time.perf_counter()
+        toggle.click()
+        want = "visible" if i % 2 == 0 else "hidden"
+        page.get_by_label("Half-width (points each side of the cutoff)").wait_for(state=want)
+        out["toggle (half-width by hand)"].append(_idle_after(page, t0))
+        time.sleep(0.3)
+    if page.get_by_label("Half-width (points each side of the cutoff)").count():
+        toggle.click()
+        page.wait_for_selector(IDLE)
+    k = page.locator('[data-testid="stSlider"]', has_text="Band width k") \
+        .locator('input[type="range"]')
+    k.focus()
+    for i in range(n):
+        before = page.locator('[data-testid="stMetric"]', has_text="Manual-review band") \
+            .inner_text()
+        t0 = time.perf_counter()
+        k.press("ArrowRight" if (i // 5) % 2 == 0 else "ArrowLeft")
+        page.wait_for_function(
+            "(b) => { const m = [...document.querySelectorAll('[data-testid=\"stMetric\"]')]"
+            ".find(e => e.innerText.includes('Manual-review band')); return m && "
+            "m.innerText !== b; }", arg=before)
+        out["slider (k, keyboard)"].append(_idle_after(page, t0))
+        time.sleep(0.3)
+    page.locator('[data-testid="stSidebar"] a[data-testid="stPageLink-NavLink"]',
+                 has_text="5 · Flip").first.click()
+    page.wait_for_selector(".st-key-live-numbers")
+    page.wait_for_selector(IDLE)
+    for i in range(n):
+        label = "by top k of a ranked list" if i % 2 == 0 else "by score (slider)"
+        t0 = time.perf_counter()
+        page.get_by_text(label).click()
+        if i % 2 == 0:
+            page.get_by_label("The recruiter works the top k").wait_for()
+        else:
+            page.locator('[data-testid="stSlider"]').first.wait_for()
+        out["radio (cutoff by top k)"].append(_idle_after(page, t0))
+        time.sleep(0.3)
+    return out
+
+
+def _row(label: str, arr: np.ndarray) -> str:
+    return (f"| {label} | {len(arr)} | {np.median(arr):.0f} | {np.percentile(arr, 95):.0f} | "
+            f"{arr.min():.0f} | {arr.max():.0f} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--moves", type=int, default=30)
+    ap.add_argument("--switches", type=int, default=24)
+    ap.add_argument("--answers", type=int, default=10)
+    ap.add_argument("--demo-only", action="store_true",
+                    help="skip the 1,050,000-row audit (quicker comparisons)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
+    load_start = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="bench-slider-"))
     t0 = time.perf_counter()
-    build_big(tmp / "audits.duckdb")
+    if not args.demo_only:
+        build_big(tmp / "audits.duckdb")
     build_s = time.perf_counter() - t0
     srv = AppServer(tmp).start()
     rows = []
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for label, audit in (("demo (40 × 15, 3,000 draw rows)", "demo-ENG-2291"),
-                                 ("5,000 × 30 × 7 (1,050,000 draw rows)", BIG_ID)):
+            audits = [("demo (40 × 15, 3,000 draw rows)", "demo-ENG-2291")]
+            if not args.demo_only:
+                audits.append(("5,000 × 30 × 7 (1,050,000 draw rows)", BIG_ID))
+            for label, audit in audits:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.set_default_timeout(120_000)
                 t1 = time.perf_counter()
@@ -129,6 +237,17 @@ def main() -> None:
                 print(f"{label}: median {np.median(arr):.0f} ms, p95 "
                       f"{np.percentile(arr, 95):.0f} ms (from {start})", flush=True)
                 page.close()
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(120_000)
+            open_page(page, srv, "?audit=demo-ENG-2291")
+            switches = np.array(measure_switches(page, args.switches))
+            print(f"page switch: median {np.median(switches):.0f} ms, p95 "
+                  f"{np.percentile(switches, 95):.0f} ms", flush=True)
+            widgets = {k: np.array(v) for k, v in measure_widgets(page, args.answers).items()}
+            for label, arr in widgets.items():
+                print(f"{label}: median {np.median(arr):.0f} ms, p95 "
+                      f"{np.percentile(arr, 95):.0f} ms", flush=True)
+            page.close()
             browser.close()
     finally:
         srv.stop()
@@ -140,7 +259,9 @@ def main() -> None:
         "",
         f"Measured {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node()} "
         f"({cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}), headless "
-        "Debian chromium via Playwright, app and browser on the same machine.",
+        "Debian chromium via Playwright, app and browser on the same machine. Load average "
+        f"(1 min) {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end: "
+        "anything above ~1 means other work shared the 2 cores and inflates every figure.",
         "",
         "Each sample: one keyboard press on the flip page's cutoff slider → the page shows the "
         "live numbers for the new cutoff (fragment rerun on the server: LiveAudit view, flip "
@@ -154,7 +275,15 @@ def main() -> None:
         lines.append(f"| {label} | {n} | {med:.0f} | {p95:.0f} | {lo:.0f} | {hi:.0f} | "
                      f"{first:.0f} |")
     lines += ["", f"Building the large audit with the core took {build_s:.1f} s. The first page "
-              "load includes the one-off analysis of the audit (cached per data version)."]
+              "load includes the one-off analysis of the audit (cached per data version).",
+              "", "## Page switches and widget answers (demo)", "",
+              "Page switch: a click on a sidebar link → the new page's title shown and the script "
+              "idle. Widget answer: the input → the page shows the answer and the script is "
+              "idle. The slider row above stops at the updated number; these stop at idle.", "",
+              "| what | samples | median (ms) | p95 (ms) | min (ms) | max (ms) |",
+              "|---|---:|---:|---:|---:|---:|",
+              _row("page switch (sidebar link)", switches)]
+    lines += [_row(label, arr) for label, arr in widgets.items()]
     out.write_text("\n".join(lines) + "\n")
     print(out.read_text())
 

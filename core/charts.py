@@ -68,6 +68,10 @@ def criteria_chart(table: pd.DataFrame) -> go.Figure:
         yaxis=dict(title=dict(text="points")), legend=dict(orientation="h", y=-0.2))
 
 
+#: Above this many single draws the strip plot switches from SVG to WebGL.
+SVG_MAX_POINTS = 4000
+
+
 def draws_strip(candidate_ids: np.ndarray, cand: np.ndarray, total: np.ndarray,
                 means: np.ndarray, flips: np.ndarray, cutoff: float,
                 band: Band | None = None, max_candidates: int = 400) -> go.Figure:
@@ -84,10 +88,13 @@ def draws_strip(candidate_ids: np.ndarray, cand: np.ndarray, total: np.ndarray,
     flip_draw = flips[cand][shown]
     labels = _safe(candidate_ids)[cand][shown]
     jitter = np.random.default_rng(0).uniform(-0.25, 0.25, size=len(x))
+    # SVG up to a few thousand points: a WebGL context costs more than it saves there (and in a
+    # browser without a GPU it is software-rendered); WebGL beyond
+    trace = "scatter" if len(x) <= SVG_MAX_POINTS else "scattergl"
     data = []
     for mask, name, colour in ((~flip_draw, "no flip", "rgba(38,70,83,0.45)"),
                                (flip_draw, "flips at this cutoff", "#e76f51")):
-        data.append(dict(type="scattergl", x=x[mask] + jitter[mask], y=y[mask], mode="markers",
+        data.append(dict(type=trace, x=x[mask] + jitter[mask], y=y[mask], mode="markers",
                          name=name, marker=dict(size=5, color=colour), customdata=labels[mask],
                          hovertemplate="%{customdata}: %{y}<extra></extra>"))
     shapes, notes = [], []
@@ -147,9 +154,13 @@ def flip_curve_chart(curve: pd.DataFrame, cutoff: float) -> go.Figure:
         shapes=[_vline(cutoff)],
         title=dict(text="How the cutoff's position drives the coin flips"),
         xaxis=dict(title=dict(text="cutoff")),
-        yaxis=dict(title=dict(text="candidates with a flip")),
+        # both axes start at 0 with the same headroom, so their zeros line up and the dotted
+        # line never dips below the axis; the right axis reads in whole percent
+        yaxis=dict(title=dict(text="candidates with a flip"),
+                   range=[0, 1.08 * max(1.0, float(curve["candidates_with_flip"].max()))]),
         yaxis2=dict(title=dict(text="mean disagreement"), overlaying="y", side="right",
-                    rangemode="tozero"),
+                    range=[0, 1.08 * max(0.01, float(curve["mean_disagreement"].max()))],
+                    tickformat=".0%", showgrid=False),
         legend=dict(orientation="h", y=-0.2))
 
 

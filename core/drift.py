@@ -64,6 +64,7 @@ __all__ = [
     "grader_gap_heterogeneity",
     "horizon",
     "horizon_weeks",
+    "reaudit_overdue",
     "kalman_local_level",
     "monthly_trend",
     "outcome_trend",
@@ -1472,6 +1473,16 @@ def _f(x: Any, nd: int = 3) -> str:
     return f"{v:.{nd}f}"
 
 
+def reaudit_overdue(due: Any, today: date | None = None) -> str | None:
+    """``OVERDUE since 2026-09-27, 9 weeks ago`` when the re-audit date has passed (today in
+    UTC unless given); ``None`` otherwise."""
+    from datetime import datetime, timezone
+
+    from core.format import overdue_text
+    text = overdue_text(due, today or datetime.now(timezone.utc).date())
+    return None if text is None else "OVERDUE " + text[len("overdue "):]
+
+
 def format_drift_text(result: dict[str, Any]) -> str:
     """A plain-text rendering of :func:`drift_result_json` for the CLI."""
     r = result
@@ -1502,7 +1513,8 @@ def format_drift_text(result: dict[str, Any]) -> str:
               f"{_f(sd['12'])} at 4 / 8 / 12 weeks"),
               (f"  weeks to D: {_f(h['weeks'], 1) if h['weeks'] is not None else 'never (q = 0)'}"
               f"  95% [{_f(wk[0], 1)}, {_f(wk[1], 1) if wk[1] is not None else 'inf'}]"),
-              f"  re-audit by {h['date'] or 'n/a (no drift detected)'}"]
+              f"  re-audit by {h['date'] or 'n/a (no drift detected)'}"
+              + (f" — {reaudit_overdue(h['date'])}" if reaudit_overdue(h["date"]) else "")]
     t = r["trend"]
     p_wild = ("n/a" if t["p_wild"] is None else
               f"< {1 / t['reps']:.3f}" if t["p_wild"] == 0 and t["reps"] else _f(t["p_wild"]))

@@ -22,7 +22,9 @@ import pandas as pd
 __all__ = ["md_escape", "md_cell", "html_escape", "term_escape", "csv_safe", "csv_safe_frame",
            "pvalue", "num", "pct", "points_change", "pts", "money", "criteria_display",
            "flip_display", "seconds", "live_line", "LIVE_LINE_RE", "compare_line",
-           "COMPARE_LINE_RE", "MISSING"]
+           "COMPARE_LINE_RE", "MISSING", "score_precision", "sd", "share",
+           "sd_table", "criteria_column_help", "count", "overdue_text",
+           "readable", "p_equals", "ordinal", "reviews_txt"]
 
 #: How a missing figure reads, everywhere.
 MISSING = "—"
@@ -95,14 +97,73 @@ def pvalue(p: float | None, *, reps: int | None = None) -> str:
     return f"{p:.2f}"
 
 
+def _missing(x: Any) -> bool:
+    if x is None:
+        return True
+    try:
+        return bool(math.isnan(float(x)))
+    except (TypeError, ValueError):
+        return False
+
+
+def _no_negative_zero(text: str) -> str:
+    """``-0.00`` → ``0.00`` (a rounding artefact, not a sign)."""
+    if text.startswith("-") and not any(ch in "123456789" for ch in text):
+        return text[1:]
+    return text
+
+
 def num(x: Any, nd: int = 1) -> str:
-    """A number for display; ``—`` for missing."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
+    """A number for display; ``—`` for missing; never ``-0.0``."""
+    if _missing(x):
+        return MISSING
     x = float(x)
     if x.is_integer() and abs(x) < 1e15:
         return f"{int(x):,}"
-    return f"{x:,.{nd}f}"
+    return _no_negative_zero(f"{x:,.{nd}f}")
+
+
+def count(n: Any) -> str:
+    """A count with thousands separators (``1,050,000``); ``—`` for missing."""
+    if _missing(n):
+        return MISSING
+    return f"{int(n):,}"
+
+
+def score_precision(max_points: Any) -> int:
+    """Decimals for SDs of a rubric's scores: two more than the rubric's own maxima carry
+    (integer maxima → 2), so a DEAD criterion reads ``0.00`` and never ``-2e-19``."""
+    vals = [float(v) for v in (max_points if max_points is not None else [])
+            if not _missing(v)]
+    places = 0
+    for v in vals:
+        text = f"{v:.6f}".rstrip("0").rstrip(".")
+        places = max(places, len(text.split(".")[1]) if "." in text else 0)
+    return min(places, 4) + 2
+
+
+def sd(x: Any, nd: int = 2) -> str:
+    """A standard deviation with ``nd`` decimals (see :func:`score_precision`)."""
+    if _missing(x):
+        return MISSING
+    return _no_negative_zero(f"{float(x):.{nd}f}")
+
+
+def share(x: Any) -> str:
+    """A share of the total's noise: whole percent, one decimal under 1%, and a negative share
+    stays visibly negative (``−0.4%``, never ``-0%``)."""
+    if _missing(x):
+        return MISSING
+    p = 100 * float(x)
+    if p == 0:
+        return "0%"
+    if abs(p) >= 1:
+        text = f"{p:.0f}%"
+    elif abs(p) >= 0.1:
+        text = f"{p:.1f}%"
+    else:
+        text = f"{p:.2f}%" if abs(p) >= 0.01 else ("< 0.01%" if p > 0 else "> −0.01%")
+    return text.replace("-", "−")
 
 
 def pts(x: Any) -> str:
@@ -111,9 +172,9 @@ def pts(x: Any) -> str:
 
 
 def pct(x: Any, nd: int = 0) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    return f"{100 * float(x):.{nd}f}%"
+    if _missing(x):
+        return MISSING
+    return _no_negative_zero(f"{100 * float(x):.{nd}f}") + "%"
 
 
 def points_change(x: Any) -> str:
@@ -158,15 +219,41 @@ def seconds(s: float | None) -> str:
 def criteria_display(table: pd.DataFrame) -> pd.DataFrame:
     """The per-criterion table with readable column names and rounded numbers."""
     t = table.copy()
+    nd = score_precision(t["max_points"])
     out = pd.DataFrame({
         "criterion": t["criterion"].astype(str),
         "max points": t["max_points"].map(lambda v: num(v, 1)),
-        "within-SD (noise)": t["within_sd"].round(2),
-        "between-SD (signal)": t["between_sd"].round(2),
-        "share of the total's noise": t["share_of_within_variance"].map(lambda v: pct(v, 0)),
+        "within-SD (noise)": t["within_sd"].map(lambda v: sd(v, nd)),
+        "between-SD (signal)": t["between_sd"].map(lambda v: sd(v, nd)),
+        "share of the total's noise": [MISSING if c == "total" else share(v) for c, v in
+                                       zip(t["criterion"], t["share_of_within_variance"])],
         "verdict": t["verdict"].fillna("").astype(str),
     })
     return out
+
+
+def criteria_column_help() -> dict[str, str]:
+    """Tooltips of the per-criterion table's columns (what a ``—`` means included)."""
+    return {
+        "max points": "the rubric's maximum for the criterion; — when the rubric does not say",
+        "within-SD (noise)": "how much the criterion moves between runs of the same application",
+        "between-SD (signal)": "how much the criterion separates candidates (SD of their means)",
+        "share of the total's noise": "the criterion's part of the total's run-to-run variance; "
+                                      "a negative share moves against the rest and cancels "
+                                      "part of the noise; — for the total itself",
+    }
+
+
+def sd_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Per-candidate SD of the total with its 95% interval, for reading."""
+    return pd.DataFrame({
+        "candidate": table["candidate_id"].astype(str),
+        "runs": table["runs"].map(count),
+        "mean total": table["mean"].map(lambda v: num(v, 1)),
+        "SD": table["sd"].map(lambda v: sd(v, 2)),
+        "95% interval": [f"{sd(lo, 2)} – {sd(hi, 2)}" for lo, hi in
+                         zip(table["sd_ci_low"], table["sd_ci_high"])],
+    })
 
 
 def flip_display(table: pd.DataFrame, limit: int | None = None) -> pd.DataFrame:
@@ -190,12 +277,12 @@ def flip_display(table: pd.DataFrame, limit: int | None = None) -> pd.DataFrame:
 #: The machine-readable live line (``live_line``) — browser tests and the benchmark parse it.
 LIVE_LINE_RE = re.compile(
     r"cutoff (?P<cutoff>[-\d.]+) · candidates with any flip (?P<flips>\d+) of (?P<of>\d+) · "
-    r"manual reviews per req (?P<reviews>[-\d.]+|needs the pool)")
+    r"manual reviews per req (?P<reviews>[-\d.,]+|needs the pool)")
 
 
 def live_line(cutoff: float, flips: int, candidates: int, reviews: float | None) -> str:
-    """``cutoff 78 · candidates with any flip 18 of 40 · manual reviews per req 62.0``."""
-    rv = "needs the pool" if reviews is None else f"{reviews:.1f}"
+    """``cutoff 78 · candidates with any flip 18 of 40 · manual reviews per req 62``."""
+    rv = "needs the pool" if reviews is None else reviews_txt(reviews)
     return (f"cutoff {cutoff:g} · candidates with any flip {flips} of {candidates} · "
             f"manual reviews per req {rv}")
 
@@ -217,3 +304,108 @@ def compare_line(cutoff: float, flips: tuple[int, int], candidates: tuple[int, i
         sides.append(f"{tag}: flips {flips[i]} of {candidates[i]}, disagreement "
                      f"{100 * disagreement[i]:.1f}%, band {lo:.1f} to {hi:.1f}")
     return f"cutoff {cutoff:g} · " + " · ".join(sides)
+
+
+def _ago(days: int) -> str:
+    if days < 14:
+        return f"{days} day{'s' if days != 1 else ''} ago"
+    if days < 120:
+        return f"{days // 7} weeks ago"
+    return f"{days // 30} months ago"
+
+
+def overdue_text(due: Any, today: Any) -> str | None:
+    """``overdue since 2026-09-27, 9 weeks ago`` when ``due`` (a date) is before ``today``;
+    ``None`` when it is not (yet) due. Dates or ISO strings."""
+    import datetime as _dt
+
+    def _date(v: Any) -> _dt.date | None:
+        if v is None:
+            return None
+        if isinstance(v, _dt.datetime):
+            return v.date()
+        if isinstance(v, _dt.date):
+            return v
+        try:
+            return _dt.date.fromisoformat(str(v)[:10])
+        except ValueError:
+            return None
+
+    d, t = _date(due), _date(today)
+    if d is None or t is None or d >= t:
+        return None
+    return f"overdue since {d.isoformat()}, {_ago((t - d).days)}"
+
+
+_P_COLUMN = re.compile(r"^(p|p[ _(].*|.*p[_-]?value.*|.*_p|holm.*|bh.*|.*\bp\))$", re.I)
+
+
+def _small(v: Any, nd: int) -> str:
+    """``nd`` decimals; a tiny but real value (a variance per week) keeps ``nd`` significant
+    digits; floating-point dust (below 1e-12) reads 0."""
+    if _missing(v):
+        return MISSING
+    x = float(v)
+    if abs(x) < 1e-12:
+        x = 0.0
+    if x != 0 and abs(x) < 10 ** -nd:
+        return f"{x:.{nd}g}"
+    return num(x, nd)
+
+
+def p_equals(p: float | None, *, reps: int | None = None) -> str:
+    """``p < 0.001``, ``p = 0.03``, ``p < 1/999`` (a bootstrap), ``p —``."""
+    text = pvalue(p, reps=reps)
+    return f"p {text}" if text.startswith("<") or text == MISSING else f"p = {text}"
+
+
+def readable(df: pd.DataFrame, *, nd: int = 3, reps: dict[str, int] | None = None,
+             counts: tuple[str, ...] = ()) -> pd.DataFrame:
+    """A results table for reading: p-value columns via :func:`pvalue` (bootstrap columns named
+    in ``reps`` as ``< 1/reps`` instead of 0), count columns with separators, other numbers with
+    ``nd`` decimals, missing values as ``—``; text and dates unchanged. A copy."""
+    out = df.copy()
+    reps = reps or {}
+    for col in out.columns:
+        series = out[col]
+        name = str(col)
+        if pd.api.types.is_datetime64_any_dtype(series):
+            times = series.dropna()
+            whole_days = bool(len(times) == 0 or (times == times.dt.normalize()).all())
+            out[col] = series.dt.strftime("%Y-%m-%d" if whole_days else "%Y-%m-%d %H:%M") \
+                .fillna(MISSING)
+            continue
+        if not (pd.api.types.is_numeric_dtype(series) or series.dtype == object):
+            continue
+        if pd.api.types.is_bool_dtype(series):
+            continue
+        numeric = pd.to_numeric(series, errors="coerce") if series.dtype == object else series
+        if series.dtype == object and numeric.notna().sum() < series.notna().sum():
+            out[col] = series.map(lambda v: MISSING if _missing(v) else v)
+            continue
+        if name in counts or pd.api.types.is_integer_dtype(series):
+            out[col] = numeric.map(count)
+        elif _P_COLUMN.match(name):
+            out[col] = numeric.map(lambda v, r=reps.get(name): pvalue(v, reps=r))
+        else:
+            out[col] = numeric.map(lambda v: _small(v, nd))
+    return out
+
+
+def ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``11th``, ``40th``."""
+    n = int(n)
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n:,}{suffix}"
+
+
+def reviews_txt(x: Any) -> str:
+    """Reviews, decisions or applications per req: people and applications come whole, so a
+    count reads as a whole number (``151``, ``410``, ``1,200``); under 10 one decimal keeps
+    ``2.4`` expected reversals from reading ``2``."""
+    if _missing(x):
+        return MISSING
+    v = float(x)
+    if abs(v) < 10 and not v.is_integer():
+        return _no_negative_zero(f"{v:.1f}")
+    return f"{round(v):,}"

@@ -225,7 +225,11 @@ def invalidated_by(result: AuditResult) -> list[str]:
     if d and isinstance(d.get("horizon"), dict) and d["horizon"].get("date"):
         h = d["horizon"]
         weeks = h.get("weeks")
-        items.append(f"drift: re-audit by {h['date']} (predictive SD reaches the change that "
+        from core.drift import reaudit_overdue
+        overdue = reaudit_overdue(h["date"])
+        items.append((f"drift: {overdue} (re-audit was due by {h['date']}; " if overdue else
+                      f"drift: re-audit by {h['date']} (")
+                     + f"predictive SD reaches the change that "
                      f"matters, D = {h.get('D')}, after ~{_fmt(weeks, 0)} weeks; from the drift "
                      f"analysis of {result.freeze.get('screener')})")
     else:

@@ -473,6 +473,25 @@ class Store:
         out["computed_at"] = str(rows[0][1])
         return out
 
+    # ------------------------------------------------------------------ page view per audit
+    def get_view(self, audit_id: str) -> dict[str, Any]:
+        """The slider values last set on the pages for ``audit_id`` (cutoff, k, half-width,
+        capacity…), so a reload or a shared link shows the same view. Not settings: reports
+        and the analysis never read them (and they do not change :meth:`data_version`)."""
+        rows = self._cur().execute("SELECT value FROM meta WHERE key = ?",
+                                   [f"view:{audit_id}"]).fetchall()
+        try:
+            out = json.loads(rows[0][0]) if rows else {}
+        except ValueError:
+            return {}
+        return out if isinstance(out, dict) else {}
+
+    def set_view(self, audit_id: str, view: dict[str, Any]) -> None:
+        """Replace the stored page view of ``audit_id`` (plain JSON values)."""
+        with self.transaction() as cur:
+            cur.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                        [f"view:{audit_id}", json.dumps(view, sort_keys=True)])
+
 
 def _candidate_frame(audit_id: str, candidates: pd.DataFrame) -> pd.DataFrame:
     """Candidates with every column present and typed (text columns as text even when empty)."""

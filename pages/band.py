@@ -12,8 +12,10 @@ import pandas as pd
 import streamlit as st
 
 from core import charts, report
-from core.format import live_line, num, pct
+from core.format import MISSING, count, live_line, pct, pts, reviews_txt, sd
 from ui import state
+
+NEEDS_POOL = " — needs the req's pool of first-pass scores: upload it on the Sample page"
 
 state.init_state()
 store, audit_id, result = state.analysed_audit()
@@ -26,6 +28,8 @@ st.caption("Every application whose score lands inside the band goes to a person
 if result.withheld:
     st.error(f"Statistics are withheld: {result.withheld}.")
     st.stop()
+provisional = state.provisional_banner(store, audit_id)
+tag = " (provisional)" if provisional else ""
 
 engine = result.live
 lo, hi = engine.score_range
@@ -59,28 +63,31 @@ def band_panel() -> None:
             if live["override"] is None:
                 live["override"] = round(float(k) * engine.within_sd, 1)
             st.number_input("Half-width (points each side of the cutoff)", min_value=0.0,
-                            step=0.5, **state.bind(audit_id, "override"))
+                            step=0.5, format="%.1f", **state.bind(audit_id, "override"))
     with c2:
-        st.number_input("Applications per req", min_value=1.0, step=10.0,
+        st.number_input("Applications per req", min_value=1.0, step=10.0, format="%.0f",
                         help="defaults to the pool size", **state.bind(audit_id, "apps"))
         st.number_input("Reviewer capacity (manual reviews the team can do per req)",
-                        min_value=0.0, step=5.0, **state.bind(audit_id, "capacity"))
+                        min_value=0.0, step=5.0, format="%.0f",
+                        **state.bind(audit_id, "capacity"))
 
     override = live["override"] if live["override_on"] else None
     view = engine.view(float(cutoff), float(k), override=override,
                        capacity=live["capacity"], applications_per_req=live["apps"])
     b = view.band
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("Manual-review band", f"{b.low:.1f} – {b.high:.1f}")
-    m2.metric("Manual reviews per req",
-              "needs the pool" if view.manual_reviews_per_req is None
-              else num(round(view.manual_reviews_per_req, 1)))
-    m3.metric("Share of the pool in the band", pct(view.share_of_pool, 1)
-              if view.share_of_pool is not None else "needs the pool")
-    m4.metric("Decisions a re-run would reverse, per req",
-              "needs the pool" if view.exposure is None
-              else f"{view.exposure.reversals_per_req:.1f}",
-              help="normal approximation")
+    m1.metric(f"Manual-review band{tag}", f"{pts(b.low)} – {pts(b.high)}",
+              help="score range sent to a person (points)")
+    m2.metric("Manual reviews per req", reviews_txt(view.manual_reviews_per_req),
+              help="applications per req whose score lands in the band"
+                   + ("" if view.manual_reviews_per_req is not None else NEEDS_POOL))
+    m3.metric("Share of the pool in the band", pct(view.share_of_pool, 1),
+              help=None if view.share_of_pool is not None else NEEDS_POOL.strip(" —"))
+    m4.metric("Re-run reversals per req",
+              MISSING if view.exposure is None else reviews_txt(view.exposure.reversals_per_req),
+              help="automated decisions per req that a fresh draw of the same application "
+                   "would reverse (a normal approximation)"
+                   + ("" if view.exposure is not None else NEEDS_POOL))
     with st.container(key="band-live-numbers"):
         st.caption(live_line(float(cutoff), view.flip.candidates_with_flip,
                              view.flip.candidates, view.manual_reviews_per_req))
@@ -90,13 +97,13 @@ def band_panel() -> None:
                    "for comparison).")
     rules = pd.DataFrame({
         "side": ["lower edge", "upper edge"],
-        f"2-SD rule (k = {b.k:g})": [round(b.two_sd[0], 2), round(b.two_sd[1], 2)],
-        "empirical rule": [round(b.empirical[0], 2), round(b.empirical[1], 2)],
-        "band edge": [round(b.low, 2), round(b.high, 2)],
+        f"2-SD rule (k = {b.k:g})": [pts(b.two_sd[0]), pts(b.two_sd[1])],
+        "empirical rule": [pts(b.empirical[0]), pts(b.empirical[1])],
+        "band edge": [pts(b.low), pts(b.high)],
         "bound by": [b.bound_low, b.bound_high],
     })
     st.dataframe(rules, hide_index=True, width="stretch")
-    st.caption(f"Within-candidate SD of the total: {engine.within_sd:.2f} points. The empirical "
+    st.caption(f"Within-candidate SD of the total: {sd(engine.within_sd, 2)} points. The empirical "
                "rule uses the pooled single-draw residuals at the same tail probability as "
                f"±{b.k:g} SD; the wider rule binds each side.")
 
@@ -109,23 +116,35 @@ def band_panel() -> None:
         reviews = view.manual_reviews_per_req
         if view.capacity is not None:
             cb = view.capacity_band
-            if view.over_capacity:
+            if view.over_capacity and view.capacity == 0:
                 st.warning(
-                    f"The band needs ~{reviews:.0f} manual reviews per req but the team can do "
-                    f"{view.capacity:g}. A capacity-sized band ({cb[0]:.1f} – {cb[1]:.1f}) leaves "
-                    f"~{view.left_to_chance_per_req:.1f} decisions per req to chance "
+                    f"The band needs ~{reviews_txt(reviews)} manual reviews per req and the team "
+                    "can do none: with a capacity of 0 there is no band at all — every decision "
+                    f"stays automated, and about {reviews_txt(view.left_to_chance_per_req)} "
+                    "decisions per req are left to chance (expected coin-flip decisions). "
+                    "Enter the reviews your team can really do, or widen the automated reject "
+                    "threshold instead.")
+            elif view.over_capacity:
+                st.warning(
+                    f"The band needs ~{reviews_txt(reviews)} manual reviews per req but the team "
+                    f"can do {reviews_txt(view.capacity)}. A capacity-sized band "
+                    f"({pts(cb[0])} – {pts(cb[1])}) leaves "
+                    f"~{reviews_txt(view.left_to_chance_per_req)} decisions per req to chance "
                     "(expected coin-flip decisions outside it). If nobody reviews the band, it "
                     "is theatre: widen the automated reject threshold instead.")
             else:
-                st.success(f"The band needs ~{reviews:.0f} manual reviews per req; the team "
-                           f"can do {view.capacity:g}.")
+                st.success(f"The band needs ~{reviews_txt(reviews)} manual reviews per req; the "
+                           f"team can do {reviews_txt(view.capacity)}.")
         ex = view.exposure
         st.markdown(
-            f"**Re-run exposure** — of {ex.applications_per_req:.0f} automated decisions per "
-            f"req, a fresh draw would reverse about **{ex.reversals_per_req:.1f}**; "
-            f"**{ex.reversals_outside_band_per_req:.1f}** of them outside the band (those "
-            "nobody reviews).")
-        st.caption(f"This is a normal approximation. {ex.note}")
+            f"**Re-run exposure** — of {count(round(ex.applications_per_req))} automated "
+            f"decisions per req, a fresh draw would reverse about "
+            f"**{reviews_txt(ex.reversals_per_req)}**; "
+            f"**{reviews_txt(ex.reversals_outside_band_per_req)}** of them outside the band "
+            "(those nobody reviews).")
+        note = str(ex.note)
+        st.caption(note[:1].upper() + note[1:] + "." if note.lower().startswith("normal")
+                   else f"A normal approximation: {note}")
 
     saved = result.settings
     to_save = {"k": float(k), "capacity": live["capacity"],
@@ -144,15 +163,16 @@ def band_panel() -> None:
     st.caption("The report uses the cutoff and band settings above.")
     cols = st.columns(4)
     for col, fmt, label in zip(cols, ("text", "md", "json", "html"),
-                               ("Text", "Markdown", "JSON", "HTML (with charts)")):
+                               ("Text report", "Markdown report", "JSON data",
+                                "HTML with charts")):
         col.download_button(
-            f"Download {label}", data=lambda fmt=fmt: report.render(
+            label, icon=":material/download:", data=lambda fmt=fmt: report.render(
                 shown, fmt, cutoff=float(cutoff), k=float(k)),
             file_name=f"{safe_id}-report.{_EXT[fmt]}", mime=_MIME[fmt], on_click="ignore",
             key=f"dl-{fmt}", width="stretch")
     with st.expander("Report preview (plain text)", expanded=True):
         st.code(report.render(shown, "text", cutoff=float(cutoff), k=float(k)),
-                language=None)
+                language=None, wrap_lines=True)
 
 
 band_panel()

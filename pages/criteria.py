@@ -4,7 +4,17 @@ import streamlit as st
 
 from core import charts
 from core.criteria import sd_interval
-from core.format import criteria_display, md_escape, num, pct
+from core.format import (
+    criteria_column_help,
+    criteria_display,
+    md_escape,
+    num,
+    pct,
+    score_precision,
+    sd,
+    sd_table,
+    share,
+)
 from ui import state
 
 state.init_state()
@@ -13,6 +23,8 @@ store, audit_id, result = state.analysed_audit()
 st.title("Noise per criterion")
 st.caption("For each rubric criterion: how much it moves between runs of the same application "
            "(within-SD, noise) against how much it separates candidates (between-SD, signal).")
+provisional = state.provisional_banner(store, audit_id)
+tag = " (provisional)" if provisional else ""
 
 if result.withheld:
     st.error(f"Statistics are withheld: {result.withheld}.")
@@ -26,7 +38,7 @@ comp = result.composition()
 runs_txt = (str(comp["runs_min"]) if comp["runs_min"] == comp["runs_max"]
             else f"{comp['runs_min']}–{comp['runs_max']}")
 st.caption(f"{comp['candidates']} candidates ({comp['band']} band, {comp['high_anchors']} high "
-           f"anchors, {comp['low_anchors']} low anchors; strata {result.strata_source}) × "
+           f"anchors, {comp['low_anchors']} low anchors; strata: {result.strata_source}) × "
            f"{runs_txt} runs = {comp['evaluations']} evaluations.")
 
 if result.criteria is None:
@@ -35,10 +47,17 @@ if result.criteria is None:
 else:
     table = result.criteria
     s = result.settings
-    left, right = st.columns([3, 2])
+    precision = score_precision(table["max_points"])
+    # the table takes the whole width (at 800 px a side-by-side chart would hide its last
+    # columns); the chart follows it
+    left, right = st.container(), st.container()
     with left:
-        st.dataframe(criteria_display(table), hide_index=True, width="stretch",
-                     key="criteria-table")
+        shown = criteria_display(table)
+        if provisional:
+            shown["verdict"] = shown["verdict"].map(lambda v: f"{v}{tag}" if v else v)
+        st.dataframe(shown, hide_index=True, width="stretch", key="criteria-table",
+                     column_config={col: st.column_config.TextColumn(help=text)
+                                    for col, text in criteria_column_help().items()})
         st.caption(f"Verdicts, in this order: DEAD when both SDs are at most "
                    f"{pct(s.dead_tol_frac)} of the criterion's max points; NOISY when the "
                    "within-SD is at least the between-SD; otherwise WORKING.")
@@ -57,23 +76,29 @@ else:
         if abs(rest) > 0.005:
             st.caption(f"{pct(rest)} of the total's noise is in no criterion (bonus, deductions "
                        "or parsing).")
+        negative = table[(table["criterion"] != "total")
+                         & (table["share_of_within_variance"] < -0.0005)]
+        for row in negative.itertuples():
+            st.caption(f"{md_escape(row.criterion)}: {share(row.share_of_within_variance)} — a "
+                       "negative share means this criterion tends to move against the rest of "
+                       "the total between runs, so it cancels part of the noise.")
     with right:
         st.plotly_chart(charts.criteria_chart(table), width="stretch", key="criteria-chart")
 
     dead = table[(table["verdict"] == "DEAD") & (table["criterion"] != "total")]
     for row in dead.itertuples():
         mx = f"/{num(row.max_points)}" if row.max_points == row.max_points else ""
-        st.warning(f"DEAD — {md_escape(row.criterion)} returns {num(row.modal_score)}{mx} for "
+        st.warning(f"DEAD{tag} — {md_escape(row.criterion)} returns {num(row.modal_score)}{mx} for "
                    f"{row.modal_candidates}/{row.candidates} candidates: perfectly stable and "
                    "measures nothing. A stable score is not a good score.")
 
-    st.subheader("Remediate first")
+    st.subheader(f"Remediate first{tag}")
     if len(result.remediation) == 0:
         st.success("No criterion is noisy or dead.")
     for i, row in enumerate(result.remediation.itertuples(), start=1):
         if row.verdict == "NOISY":
-            st.text(f"{i}. {row.criterion} — within-SD {row.within_sd:.1f} carries "
-                    f"{pct(row.share_of_within_variance)} of the total's noise. "
+            st.text(f"{i}. {row.criterion} — within-SD {sd(row.within_sd, precision)} "
+                    f"carries {share(row.share_of_within_variance)} of the total's noise. "
                     f"{row.action[:1].upper()}{row.action[1:]}.")
         else:
             st.text(f"{i}. {row.criterion} — {row.action}.")
@@ -92,7 +117,7 @@ else:
 wlo, whi = result.within_sd_ci95
 total = result.total_row
 c2.metric("Within-candidate SD of the total", f"{float(total['within_sd']):.2f} points")
-c2.caption(f"95% interval {wlo:.2f} – {whi:.2f} (pooled over all candidates)")
+c2.caption(f"95% interval {num(wlo, 2)} – {num(whi, 2)} (pooled over all candidates)")
 n = comp["runs_min"]
 if n >= 2:
     f_lo, f_hi = sd_interval(1.0, n - 1)
@@ -100,4 +125,4 @@ if n >= 2:
                f"{f_hi:.2f}× of its estimate (95%). 15 runs are enough for an internal cutoff; "
                "use 30 when the numbers go to counsel or a regulator.")
 with st.expander("Per-candidate SD of the total, with its 95% interval"):
-    st.dataframe(result.sd_intervals.round(2), hide_index=True, width="stretch")
+    st.dataframe(sd_table(result.sd_intervals), hide_index=True, width="stretch")

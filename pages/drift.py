@@ -19,6 +19,7 @@ import streamlit as st
 
 from core import drift as dr
 from core.errors import AuditError
+from core.format import p_equals, readable
 from ui.state import active_audit, get_store
 
 # ---------------------------------------------------------------- session-state keys (local)
@@ -242,21 +243,21 @@ if sev.raters.empty:
     st.info("One rater only: there is no severity table; batch effects are that rater's means.")
 else:
     st.subheader("Grader severity (relative to the reference; score units)")
-    st.dataframe(sev.raters, hide_index=True, width="stretch")
+    st.dataframe(readable(sev.raters), hide_index=True, width="stretch")
     het = pd.DataFrame([{"rater": h.rater, "pooled gap": h.pooled, "se": h.se,
                          "Cochran's Q": h.q, "df": h.df, "p": h.p, "shared batches": h.k}
                         for h in analysis.heterogeneity])
     st.caption("Is each grader's gap the same in every batch shared with the reference? "
                "(inverse-variance pooled difference, Cochran's Q)")
-    st.dataframe(het, hide_index=True, width="stretch")
+    st.dataframe(readable(het, counts=("df", "shared batches")), hide_index=True, width="stretch")
 if not analysis.categories.empty:
     st.subheader("Severity by category")
-    st.dataframe(analysis.categories, hide_index=True, width="stretch")
+    st.dataframe(readable(analysis.categories), hide_index=True, width="stretch")
 
 st.plotly_chart(_means_chart(batches, analysis.deployments, sev.reference),
                 width="stretch")
 st.caption("composition = raw − adjusted: the part of a raw batch mean that is the grader mix.")
-st.dataframe(batches, hide_index=True, width="stretch")
+st.dataframe(readable(batches), hide_index=True, width="stretch")
 
 # ---- stage 2
 st.header("Drift")
@@ -270,11 +271,11 @@ else:
     q3.metric("Innovation SD / week", _fmt(st2.innovation_sd),
               help=f"95% {_fmt(st2.innovation_sd_ci95[0])} – "
                    f"{_fmt(st2.innovation_sd_ci95[1])}")
-    q4.metric("LR test of q = 0", f"p = {_fmt(st2.lr_pvalue)}",
+    q4.metric("LR test of q = 0", p_equals(st2.lr_pvalue),
               help=f"LR = {_fmt(st2.lr, 2)}; boundary p-value ½·P(χ²₁ > LR)")
     st.caption("q: variance per week of movement the resets (deployments, free steps) do not "
                "explain; profile-likelihood interval.")
-    st.dataframe(analysis.variants, hide_index=True, width="stretch")
+    st.dataframe(readable(analysis.variants, nd=4), hide_index=True, width="stretch")
 
 
 @st.fragment
@@ -298,8 +299,16 @@ def _horizon_panel() -> None:
     h4.metric("Weeks until SD reaches D", _fmt(hz.weeks, 1),
               help=f"95% {_fmt(hz.weeks_ci95[0], 1)} – {_fmt(hz.weeks_ci95[1], 1)} weeks")
     if hz.date is not None:
-        st.success(f"Re-audit by {hz.date.isoformat()} (last batch {hz.last_batch.isoformat()}; "
-                   f"{_fmt(hz.weeks_ci95[0], 1)} to {_fmt(hz.weeks_ci95[1], 1)} weeks).")
+        why = (f"last batch {hz.last_batch.isoformat()}; {_fmt(hz.weeks_ci95[0], 1)} to "
+               f"{_fmt(hz.weeks_ci95[1], 1)} weeks")
+        overdue = dr.reaudit_overdue(hz.date)
+        with st.container(key="reaudit"):
+            if overdue:
+                st.warning(f"Re-audit {overdue.lower()} — the audit's numbers may no longer "
+                           f"describe the screener ({why}): run a new audit.",
+                           icon=":material/event_busy:")
+            else:
+                st.success(f"Re-audit by {hz.date.isoformat()} ({why}).")
     elif st2.identified:
         st.info("No unexplained drift detected (q = 0): the records give no re-audit date.")
     _carry_into_reports(float(st.session_state[K_D]))
@@ -344,19 +353,20 @@ tr = pd.DataFrame([{"specification": "rater fixed effects", "slope per month": a
                     "se (clustered by batch)": analysis.raw_trend.se,
                     "p (cluster)": analysis.raw_trend.p_cluster,
                     "p (wild cluster bootstrap)": analysis.raw_trend.p_wild}])
-st.dataframe(tr, hide_index=True, width="stretch")
+st.dataframe(readable(tr, reps={"p (wild cluster bootstrap)": BOOT_REPS}), hide_index=True,
+             width="stretch")
 st.caption(f"Restricted wild cluster bootstrap, Webb weights, {BOOT_REPS} replications, seed "
            f"{BOOT_SEED}; {analysis.trend.n_clusters} batches.")
 if not analysis.category_trends.empty:
     st.subheader("Per-category trends (Holm and Benjamini–Hochberg adjusted)")
-    st.dataframe(analysis.category_trends, hide_index=True, width="stretch")
+    st.dataframe(readable(analysis.category_trends), hide_index=True, width="stretch")
 
 st.header("Deployment contrasts")
 if analysis.contrasts.empty:
     st.info("Enter deployment dates above to compare the two batches after each with the two "
             "before.")
 else:
-    st.dataframe(analysis.contrasts, hide_index=True, width="stretch")
+    st.dataframe(readable(analysis.contrasts), hide_index=True, width="stretch")
     st.caption("Read by magnitude, not significance: each contrast rests on four batches, so a "
                "p-value clustered by batch has almost no degrees of freedom.")
 
@@ -395,7 +405,7 @@ if st.session_state[K_OUTCOME_BYTES] is not None:
         if out.dropped_days:
             st.caption(f"{out.dropped_days} day(s) with a zero count left out of the log ratio.")
         if not out.splits.empty:
-            st.dataframe(out.splits, hide_index=True, width="stretch")
+            st.dataframe(readable(out.splits), hide_index=True, width="stretch")
     except AuditError as exc:
         st.error(_plain(exc))
 

@@ -9,7 +9,16 @@ import streamlit as st
 
 from core import charts
 from core.flip import effective_cutoff
-from core.format import flip_display, live_line, md_escape, num, pct
+from core.format import (
+    count,
+    flip_display,
+    live_line,
+    md_escape,
+    ordinal,
+    pct,
+    pts,
+    reviews_txt,
+)
 from ui import state
 
 state.init_state()
@@ -21,6 +30,8 @@ st.title("Flip rate at the cutoff")
 st.caption("How often does the same application land on the other side of the cutoff when it "
            "is scored again? Computed on single draws, because production takes one draw and "
            "decides — never on the average of the runs.")
+provisional = state.provisional_banner(store, audit_id)
+tag = " (provisional)" if provisional else ""
 if result.withheld:
     st.error(f"Statistics are withheld: {result.withheld}.")
     st.page_link(state.PAGES["run"][0], label="See the guard panel on the Run page",
@@ -73,16 +84,22 @@ def flip_panel() -> None:
                            step=step, format="%g", **state.bind(audit_id, "cutoff"))
     conf = result.configured_cutoff
     if conf is not None and float(conf) != float(cutoff):
-        how = (f"effective: the {int(live['top_k'])}th highest first-pass score"
-               if mode == "top-k" and engine.pool is not None else "set by score")
-        st.caption(f"Cutoff audited: {cutoff:g} ({how}); the config field reads {conf:g}.")
+        if mode == "top-k" and engine.pool is not None:
+            k_th = int(live["top_k"])
+            st.caption(f"Cutoff audited: {cutoff:g} — the score of the {ordinal(k_th)} best "
+                       f"applicant in the pool, where working the top {k_th} really cuts; the "
+                       f"screener's settings say {conf:g}.")
+        else:
+            st.caption(f"Cutoff audited: {cutoff:g} (set with the slider); the screener's "
+                       f"settings say {conf:g}.")
 
     view = engine.view(float(cutoff), float(live["k"]),
                        override=live["override"] if live["override_on"] else None,
                        capacity=live["capacity"], applications_per_req=live["apps"])
     fs = view.flip
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("Candidates with any flip", f"{fs.candidates_with_flip} of {fs.candidates}")
+    m1.metric(f"Candidates with any flip{tag}",
+              f"{count(fs.candidates_with_flip)} of {count(fs.candidates)}")
     if fs.worst_candidate is not None and fs.candidates_with_flip:
         m2.metric("Worst candidate", f"{fs.worst_passes}/{fs.worst_runs} pass",
                   help=f"{md_escape(fs.worst_candidate)}: flip rate {pct(fs.worst_flip_rate)}")
@@ -90,13 +107,13 @@ def flip_panel() -> None:
     else:
         m2.metric("Worst candidate", "no flip")
     fi = fs.flip_interval
-    m3.metric("Flip interval", "none" if fi is None else f"{fi[0]:.1f} – {fi[1]:.1f}",
+    m3.metric("Flip interval", "none" if fi is None else f"{pts(fi[0])} – {pts(fi[1])}",
               help="the range of mean totals of the candidates that flip: the honest width "
                    "of the machine's indecision")
-    m4.metric("Manual reviews per req",
-              "needs the pool" if view.manual_reviews_per_req is None
-              else num(round(view.manual_reviews_per_req, 1)),
-              help=f"applications inside the band {view.band.low:.1f} – {view.band.high:.1f} "
+    m4.metric("Manual reviews per req", reviews_txt(view.manual_reviews_per_req),
+              help=("" if view.manual_reviews_per_req is not None else
+                    "— needs the req's pool of first-pass scores (upload it on Sample). ")
+                   + f"applications inside the band {pts(view.band.low)} – {pts(view.band.high)} "
                    f"(k = {view.band.k:g}); set k on the Band page")
     with st.container(key="live-numbers"):
         st.caption(live_line(float(cutoff), fs.candidates_with_flip, fs.candidates,

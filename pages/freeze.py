@@ -8,9 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import AuditError
-from core.format import md_escape
+from core.format import MISSING, md_escape, readable
 from core.freeze import GATES, SAMPLING_REGIMES, TEMPERATURE_ZERO_NOTE, FreezeSheet
 from core.ingest import criteria_frame
+from core.steps import IMPORTED_SCREENER
 from ui import state
 
 state.init_state()
@@ -101,14 +102,23 @@ freeze = dict(audit["freeze"])
 locked = store.n_draws(audit_id) > 0
 
 if locked:
-    st.success("This harness is frozen: the audit has draws, so the sheet can no longer change. "
-               "A changed harness is a new audit.")
+    if freeze.get("screener") == IMPORTED_SCREENER:
+        st.warning("Not frozen here: this audit's draws were imported, so no harness was "
+                   "recorded (prompt, rubric and model versions are unknown to the app). To "
+                   "record it, start a new audit below from a filled sheet and import the same "
+                   "draws into it.")
+    else:
+        st.success("This harness is frozen: the audit has draws, so the sheet can no longer "
+                   "change. A changed harness is a new audit.")
     st.caption("Harness hash")
     st.code(audit["harness_hash"], language=None)
-    values = [("" if freeze.get(f) is None else str(freeze.get(f))) for f, _ in _FIELDS]
+    values = [MISSING if freeze.get(f) in (None, "") else
+              {True: "yes", False: "no"}.get(freeze.get(f), str(freeze.get(f)))
+              if isinstance(freeze.get(f), bool) else str(freeze.get(f)) for f, _ in _FIELDS]
     st.dataframe(pd.DataFrame({"field": [label for _, label in _FIELDS], "value": values}),
                  hide_index=True, width="stretch", key="frozen-sheet")
-    st.dataframe(_criteria_table(freeze), hide_index=True, key="frozen-criteria")
+    st.dataframe(readable(_criteria_table(freeze), nd=1), hide_index=True,
+                 key="frozen-criteria")
     try:
         _show_findings(FreezeSheet.from_dict(freeze))
     except AuditError as exc:

@@ -6,7 +6,7 @@ import streamlit as st
 from core import charts
 from core.errors import AuditError
 from core.flip import effective_cutoff
-from core.format import md_escape, num
+from core.format import count, md_escape, num, ordinal, readable
 from core.ingest import FileFaults, commit_pool, faults_frame, validate_pool
 from core.sample import DEFAULT_DESIGN, REDUCED_DESIGN, estimate_run, stratified_sample
 from ui import state
@@ -77,11 +77,11 @@ scores = pool["first_pass_score"].to_numpy(dtype="float64")
 if len(candidates):
     counts = candidates["stratum"].fillna("unknown").value_counts()
     st.subheader("The saved sample")
-    st.success(f"{len(candidates)} candidates: " + ", ".join(
+    st.success(f"{count(len(candidates))} candidates: " + ", ".join(
         f"{int(n)} {s}" for s, n in counts.items()) + (" — locked: the audit has draws."
                                                         if has_draws else "."))
-    st.dataframe(candidates[["candidate_id", "stratum", "first_pass_score"]], hide_index=True,
-                 height=260, key="saved-sample")
+    st.dataframe(readable(candidates[["candidate_id", "stratum", "first_pass_score"]], nd=1),
+                 hide_index=True, height=260, key="saved-sample")
     if settings.get("cutoff") is not None:
         zones_t = float(settings.get("cutoff"))
         if settings.get("top_k"):
@@ -119,8 +119,9 @@ with c1:
                                                                  or min(40, len(scores))),
                                 step=1, key=f"{k}-topk")
         cutoff = effective_cutoff(scores, int(top_k))
-        st.caption(f"Effective cutoff {cutoff:g} (the {int(top_k)}th highest of {len(scores)})"
-                   + (f"; the config field reads {settings['cutoff']:g}"
+        st.caption(f"Effective cutoff {cutoff:g} (the {ordinal(int(top_k))} highest of "
+                   f"{count(len(scores))})"
+                   + (f"; the screener's settings say {settings['cutoff']:g}"
                       if settings.get("cutoff") is not None else "") + ".")
 with c2:
     spread = st.number_input("Expected within-candidate spread σₑ (points)", min_value=0.1,
@@ -155,7 +156,8 @@ except AuditError as exc:
 c = frame.counts
 st.subheader("The sample")
 st.text(f"{c['band']} band, {c['high']} high anchors, {c['low']} low anchors "
-        f"({sum(c.values())} candidates) × {int(runs)} runs = {sum(c.values()) * int(runs)} calls")
+        f"({count(sum(c.values()))} candidates) × {int(runs)} runs = "
+        f"{count(sum(c.values()) * int(runs))} calls")
 for s in frame.shortfalls:
     st.warning(md_escape(s[:1].upper() + s[1:] + "."))
 
@@ -167,7 +169,7 @@ est = estimate_run(sum(c.values()), int(runs), price_in_per_mtok=prices.get("inp
 st.info(f"Estimate (with the 3-run pre-flight): {est.describe()}.")
 st.caption(f"Estimate at 8 calls in flight; tokens assume ~{num(1500)} in and {num(300)} out "
            "per call.")
-st.dataframe(frame.sample, hide_index=True, height=260, key="sample-draft")
+st.dataframe(readable(frame.sample, nd=1), hide_index=True, height=260, key="sample-draft")
 
 if st.button("Save this sample to the audit", type="primary"):
     try:

@@ -61,3 +61,19 @@ def test_zone_names_are_escaped():
     fig = charts.pool_histogram(np.array([1.0, 2.0, 3.0]), 2.0, None,
                                 {"<b>zone</b>": (1.0, 2.0)})
     assert fig.layout.annotations[0].text == "&lt;b&gt;zone&lt;/b&gt;"
+
+
+def test_strip_plot_is_svg_for_a_demo_sized_audit_and_webgl_for_a_large_one():
+    """A WebGL context costs a software-rendering browser more than a few thousand SVG points:
+    600 draws are SVG, 6,000 are WebGL."""
+    import numpy as np
+
+    from core.charts import SVG_MAX_POINTS, draws_strip
+    for k, n in ((40, 15), (200, 30)):
+        cand = np.repeat(np.arange(k), n)
+        total = np.random.default_rng(1).normal(70, 10, k * n)
+        means = np.array([total[cand == i].mean() for i in range(k)])
+        fig = draws_strip(np.array([f"c{i}" for i in range(k)]), cand, total, means,
+                          np.zeros(k, bool), 70.0, None, max_candidates=200)
+        kinds = {tr.type for tr in fig.data}
+        assert kinds == ({"scatter"} if k * n <= SVG_MAX_POINTS else {"scattergl"}), (k, n)

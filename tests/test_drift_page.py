@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -31,7 +32,16 @@ def test_page_loads_demo_panel_and_shows_reference_rater_q_and_reaudit_date():
     a = dr.analyse_drift(panel, deployments="2026-04-12, 2026-07-16, 2026-07-29", reps=0)
     assert _metric(at, "q (per week)") == f"{a.stage2.q:.5f}"
     assert float(_metric(at, "q (per week)")) > 0
-    assert any(s.value.startswith("Re-audit by 2026-") for s in at.success)
+    # the demo's re-audit date has passed: it reads as overdue (warning colour), with how long
+    due = a.horizon.date
+    today = datetime.now(timezone.utc).date()
+    assert due < today
+    weeks = (today - due).days // 7
+    warned = [w.value for w in at.warning if w.value.startswith("Re-audit overdue since")]
+    assert warned and f"overdue since {due.isoformat()}" in warned[0]
+    assert (f"{weeks} weeks ago" in warned[0] or "months ago" in warned[0]
+            or "days ago" in warned[0])
+    assert not any(s.value.startswith("Re-audit by") for s in at.success)
     assert _metric(at, "Break-even share") == "18.2%"
 
 
@@ -67,8 +77,8 @@ def test_saved_drift_date_is_carried_into_the_audit_report(tmp_path, monkeypatch
     monkeypatch.setenv("AUDIT_DB", str(db))
     at = AppTest.from_file(str(PAGE), default_timeout=60).run()
     at.button(key="drift_demo").click().run()
-    date = next(s.value for s in at.success if s.value.startswith("Re-audit by "))
-    date = date.split()[2]
+    date = next(w.value for w in at.warning if w.value.startswith("Re-audit overdue since "))
+    date = date.split()[3].rstrip(",")
     assert at.text_input(key="drift_save_screener").value == "acme-screener"
     at.button(key="drift_save").click().run()
     assert not at.exception and not at.error
@@ -80,7 +90,11 @@ def test_saved_drift_date_is_carried_into_the_audit_report(tmp_path, monkeypatch
     saved = store.latest_drift_result("acme-screener")
     assert saved["horizon"]["date"] == date
     text = render_text(analyze(store, "demo-ENG-2291"))
-    assert f"re-audit by {date}" in text
+    # every report format says the date has passed
+    assert f"OVERDUE since {date}" in text and f"re-audit was due by {date}" in text
+    from core.report import render
+    for fmt in ("md", "json", "html"):
+        assert f"OVERDUE since {date}" in render(analyze(store, "demo-ENG-2291"), fmt), fmt
 
 
 def test_panel_built_from_the_stored_audits(tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.audit import analyze
 from core.demo import DEMO_AUDIT_ID
-from core.format import LIVE_LINE_RE
+from core.format import LIVE_LINE_RE, pts, reviews_txt
 from core.store import Store
 
 TIMEOUT = 60
@@ -73,14 +73,14 @@ def test_flip_page_matches_the_engine_at_78_and_moves_with_the_slider(app):
     live = _live(at)
     assert live["cutoff"] == "78"
     assert int(live["flips"]) == view.flip.candidates_with_flip
-    assert live["reviews"] == f"{view.manual_reviews_per_req:.1f}"
+    assert live["reviews"] == reviews_txt(view.manual_reviews_per_req)
     at.slider(key="w_cutoff").set_value(84.0).run()
     moved = result.view(84.0, 2.0)
     live = _live(at)
     assert live["cutoff"] == "84"
     assert int(live["flips"]) == moved.flip.candidates_with_flip
-    assert live["reviews"] == f"{moved.manual_reviews_per_req:.1f}"
-    assert live["reviews"] != f"{view.manual_reviews_per_req:.1f}"
+    assert live["reviews"] == reviews_txt(moved.manual_reviews_per_req)
+    assert live["reviews"] != reviews_txt(view.manual_reviews_per_req)
     # the flip table lists every candidate, flipping ones first
     table = at.dataframe[0].value
     assert len(table) == 40
@@ -111,7 +111,7 @@ def test_strict_comparison_counts_a_draw_on_the_cutoff_as_a_fail(app):
     assert int(_live(at)["flips"]) == s_view.flip.candidates_with_flip
     lo, hi = s_view.flip.flip_interval
     metric = {m.label: m.value for m in at.metric}
-    assert metric["Flip interval"] == f"{lo:.1f} – {hi:.1f}"
+    assert metric["Flip interval"] == f"{pts(lo)} – {pts(hi)}"
     assert any(s_view.flip.worst_candidate in _plain(c.value) for c in at.caption)
     assert any(s.label == "Cutoff (passes above it)" for s in at.slider)
 
@@ -150,15 +150,17 @@ def test_band_page_k_slider_capacity_and_report(app):
     result = analyze(_store(at), DEMO_AUDIT_ID)
     metrics = {m.label: m.value for m in at.metric}
     v = result.view(78.0, 2.0)
-    assert metrics["Manual-review band"] == f"{v.band.low:.1f} – {v.band.high:.1f}"
+    assert metrics["Manual-review band"] == f"{pts(v.band.low)} – {pts(v.band.high)}"
     assert v.over_capacity  # the demo's 40 reviews per req are exceeded at k = 2
     assert any("leaves" in w.value and "to chance" in w.value for w in at.warning)
-    assert any("normal approximation" in c.value for c in at.caption)
+    # said once, not "This is a normal approximation. normal approximation: …"
+    notes = [c.value for c in at.caption if "normal approximation" in c.value.lower()]
+    assert len(notes) == 1 and notes[0].lower().count("normal approximation") == 1
     at.slider(key="w_k").set_value(1.0).run()
     v1 = result.view(78.0, 1.0)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Manual-review band"] == f"{v1.band.low:.1f} – {v1.band.high:.1f}"
-    assert _live(at)["reviews"] == f"{v1.manual_reviews_per_req:.1f}"
+    assert metrics["Manual-review band"] == f"{pts(v1.band.low)} – {pts(v1.band.high)}"
+    assert _live(at)["reviews"] == reviews_txt(v1.manual_reviews_per_req)
     report = at.code[-1].value
     assert "FLIP RATE AT CUTOFF 78" in report and "NOT ESTABLISHED BY THIS REPORT" in report
     assert "k = 1" in report
@@ -166,7 +168,7 @@ def test_band_page_k_slider_capacity_and_report(app):
     at.toggle(key="w_override_on").set_value(True).run()
     at.number_input(key="w_override").set_value(5.0).run()
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Manual-review band"] == "73.0 – 83.0"
+    assert metrics["Manual-review band"] == "73 – 83"
 
 
 def test_band_settings_saved_to_the_audit_reach_the_command_line_report(app):
@@ -288,3 +290,142 @@ def test_preflight_draws_alone_are_not_an_audit_yet(db):
     for page in ("flip", "band", "criteria"):
         at = _open(at, page)
         assert any("Only one candidate has draws" in i.value for i in at.info), page
+
+
+def _partial_audit(db, audit_id: str = "partial") -> None:
+    """A planned run of 5 candidates × 6 runs with 12 of its 30 draws stored."""
+    import numpy as np
+    import pandas as pd
+
+    from core.freeze import Criterion, FreezeSheet
+    store = Store(db)
+    sheet = FreezeSheet(req_id="p", side_effect_free=True, result_cache_off=True,
+                        criteria=(Criterion("a", 10.0), Criterion("b", 10.0)))
+    store.save_audit(audit_id, sheet.to_dict(), sheet.hash, {"runs": 6, "cutoff": 10.0})
+    ids = [f"c{i}" for i in range(5)]
+    store.set_candidates(audit_id, pd.DataFrame({"candidate_id": ids, "stratum": "band"}))
+    rng = np.random.default_rng(3)
+    rows = []
+    for i, cid in enumerate(ids[:3]):
+        for run in range(1, 5):
+            for crit in ("a", "b"):
+                rows.append({"candidate_id": cid, "run": run, "criterion": crit,
+                             "score": float(np.clip(round(3 + i + rng.normal(0, 1)), 0, 10)),
+                             "request_id": f"{cid}:{run}", "model": None, "clipped": False})
+    store.write_results(audit_id, None, pd.DataFrame(rows))
+    store.close()
+
+
+def test_statistics_pages_say_provisional_while_draws_are_incomplete(db):
+    """12 of 30 planned draws: Criteria, Flip and Band each show one banner with the count, and
+    the verdicts and headline numbers say provisional; the sidebar agrees."""
+    _partial_audit(db)
+    at = _app_on(db, "partial")
+    side = " ".join(m.value for m in at.sidebar.markdown)
+    assert "provisional — 12 of 30 draws" in side
+    for page in ("criteria", "flip", "band"):
+        at = _open(at, page)
+        banners = [w.value for w in at.warning if "Provisional" in w.value]
+        assert len(banners) == 1, page
+        assert "12 of 30 draws" in banners[0], page
+    at = _open(at, "criteria")
+    verdicts = at.dataframe[0].value["verdict"].tolist()
+    assert verdicts and all(v.endswith("(provisional)") for v in verdicts if v)
+    at = _open(at, "flip")
+    assert any(m.label == "Candidates with any flip (provisional)" for m in at.metric)
+    # a complete audit shows no banner
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "criteria")
+    assert not any("Provisional" in w.value for w in at.warning)
+
+
+def test_imported_audit_shows_the_steps_that_did_not_happen_as_not_done(db, tmp_path):
+    """An upload makes an audit with no frozen harness and no sample drawn from a pool: the
+    sidebar says so, with what would do each, instead of 'done'."""
+    import pandas as pd
+
+    from core.ingest import commit_draws, validate_draws
+    rows = [(f"v{i}", r, "x", float(i + (r % 2))) for i in range(4) for r in (1, 2, 3)]
+    path = tmp_path / "vendor.csv"
+    pd.DataFrame(rows, columns=["candidate_id", "run", "criterion", "score"]).to_csv(
+        path, index=False)
+    store = Store(db)
+    ensure = validate_draws(str(path))
+    commit_draws(store, "vendor", ensure)
+    store.close()
+    at = _app_on(db, "vendor")
+    side = [m.value for m in at.sidebar.markdown]
+    freeze = next(_plain(s) for s in side if "Freeze" in s)
+    sample = next(_plain(s) for s in side if "Sample" in s)
+    run = next(_plain(s) for s in side if "Run" in s)
+    assert "not done" in freeze and "no harness recorded" in freeze and "check_circle" not in freeze
+    assert "not done" in sample and "upload the pool" in sample
+    assert "imported — 12 draws" in run
+
+
+def test_slider_view_survives_a_reload_and_a_shared_link(db):
+    """k moved to 2.2 on Band (not saved to the audit): a new session on the same link — a
+    reload, or a colleague opening it — shows k = 2.2 and the band for it."""
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "band")
+    at.slider(key="w_k").set_value(2.2).run()
+    at.number_input(key="w_capacity").set_value(55.0).run()
+    assert not at.exception
+    assert _store(at).get_audit(DEMO_AUDIT_ID)["settings"].get("k", 2.0) == 2.0  # not saved
+    again = _open(_app_on(db, DEMO_AUDIT_ID), "band")
+    assert again.slider(key="w_k").value == 2.2
+    assert again.number_input(key="w_capacity").value == 55.0
+    v = analyze(_store(again), DEMO_AUDIT_ID).view(78.0, 2.2)
+    metrics = {m.label: m.value for m in again.metric}
+    assert metrics["Manual-review band"] == f"{pts(v.band.low)} – {pts(v.band.high)}"
+
+
+def test_imported_audit_freeze_page_says_not_frozen_here(db, tmp_path):
+    import pandas as pd
+
+    from core.ingest import commit_draws, validate_draws
+    rows = [(f"v{i}", r, "x", float(i + (r % 2))) for i in range(3) for r in (1, 2)]
+    path = tmp_path / "v.csv"
+    pd.DataFrame(rows, columns=["candidate_id", "run", "criterion", "score"]).to_csv(
+        path, index=False)
+    store = Store(db)
+    commit_draws(store, "imp", validate_draws(str(path)))
+    store.close()
+    at = _open(_app_on(db, "imp"), "freeze")
+    assert any(w.value.startswith("Not frozen here") for w in at.warning)
+    assert not any("This harness is frozen" in s.value for s in at.success)
+    sheet = next(d.value for d in at.dataframe if "field" in d.value.columns)
+    assert "None" not in sheet["value"].tolist() and "" not in sheet["value"].tolist()
+
+
+def test_a_negative_noise_share_reads_negative_with_its_explanation(db):
+    """A criterion that moves against the rest of the total between runs has a negative share
+    of the total's noise: the table shows it with a minus sign and the page says what it means
+    (never '-0%')."""
+    import numpy as np
+    import pandas as pd
+
+    from core.freeze import Criterion, FreezeSheet
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(12):
+        base = rng.normal(10, 3)
+        for run in range(1, 9):
+            e = rng.normal(0, 2)
+            rows += [{"candidate_id": f"n{i}", "run": run, "criterion": "a",
+                      "score": float(base + e)},
+                     {"candidate_id": f"n{i}", "run": run, "criterion": "b",
+                      "score": float(5 - 0.3 * e + rng.normal(0, 0.1))}]
+    draws = pd.DataFrame(rows).assign(request_id=lambda d: d["candidate_id"] + ":" +
+                                      d["run"].astype(str), model=None, clipped=False)
+    store = Store(db)
+    sheet = FreezeSheet(req_id="neg", side_effect_free=True, result_cache_off=True,
+                        criteria=(Criterion("a", 20.0), Criterion("b", 10.0)))
+    store.save_audit("neg", sheet.to_dict(), sheet.hash, {"cutoff": 15.0})
+    from core.ingest import criteria_frame
+    store.set_criteria("neg", criteria_frame(list(sheet.criteria)))
+    store.write_results("neg", None, draws)
+    store.close()
+    at = _open(_app_on(db, "neg"), "criteria")
+    table = at.dataframe[0].value
+    b_share = dict(zip(table["criterion"], table["share of the total's noise"]))["b"]
+    assert b_share.startswith("−") and b_share != "−0%", b_share
+    assert any("b:" in _plain(c.value) and "negative share" in c.value for c in at.caption)

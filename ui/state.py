@@ -17,8 +17,9 @@ Cached resources:
 
 from __future__ import annotations
 
+import logging
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,9 @@ from core.errors import AuditError
 from core.format import md_escape
 from core.freeze import FreezeSheet
 from core.runner import RunRegistry, registry
+from core.serving import access_from, check, email_allowed
+from core.steps import RunProgress, StepStatus, run_progress
+from core.steps import step_status as _core_step_status
 from core.store import Store
 
 __all__ = [
@@ -39,11 +43,15 @@ __all__ = [
     "DEFAULTS", "PAGES", "db_path", "get_store", "get_result", "flip_curve", "run_registry",
     "init_state", "active_audit", "switch_audit", "live_settings", "bind", "with_live",
     "require",
-    "sidebar", "step_status", "StepStatus", "sheet_of", "show_error",
+    "sidebar", "step_status", "StepStatus", "sheet_of", "show_error", "access_gate",
+    "progress", "provisional_banner", "layout", "VIEW_KEYS", "remember_view", "RunProgress",
 ]
+
+_log = logging.getLogger("audit.app")
 
 # ----------------------------------------------------------------------------- session keys
 ACTIVE_AUDIT = "active_audit"        # the sidebar picker (a widget key drawn on every page)
+LAST_URL_AUDIT = "last_url_audit"    # the ?audit=… this session last saw (Back / links win)
 PENDING_AUDIT = "pending_audit"      # set by a page, applied by the sidebar on the next run
 LIVE = "live_settings"               # {audit_id: {cutoff, k, override, …}} for the sliders
 PENDING_DRAWS = "pending_draws"      # a validated draws import waiting for the confirm button
@@ -73,6 +81,7 @@ PAGES: dict[str, tuple[str, str]] = {
     "criteria": ("pages/criteria.py", "4 · Criteria"),
     "flip": ("pages/flip.py", "5 · Flip"),
     "band": ("pages/band.py", "6 · Band"),
+    "compare": ("pages/compare.py", "Compare"),
     "drift": ("pages/drift.py", "Drift"),
 }
 
@@ -152,11 +161,20 @@ _REROUTED = "_rerouted_once"
 def _route_through_app() -> None:
     """Make sure a page runs under app.py's ``st.navigation``.
 
-    Streamlit 1.67 decides per *process* whether to treat ``pages/`` the legacy way, and only
-    switches that off once some run calls ``st.navigation``. So when the very first request
-    after a server start is a deep link (``/flip``), the page script runs alone, without the
-    router and its sidebar. Detect it, switch the legacy mode off, and rerun once: the rerun
-    goes through app.py and lands on the same URL.
+    Streamlit 1.67 decides per *process* whether to treat ``pages/`` the legacy way (a folder
+    called ``pages`` next to the entry script), and only switches that off once some run calls
+    ``st.navigation``. So when the very first request after a server start is a deep link
+    (``/flip``), the page script runs alone, without the router and its sidebar. Detect it,
+    switch the legacy mode off, and rerun once: the rerun goes through app.py and lands on the
+    same URL.
+
+    ``PagesManager.uses_pages_directory`` is private. The supported way out is to name the
+    folder something other than ``pages/``; the folder is kept because the method's layout (a
+    page per step under ``pages/``) is the project's contract and other work lands there. This
+    path is held by ``tests/browser/test_links_and_layout.py``
+    (``test_every_page_opens_by_its_own_url_on_a_fresh_server``): a fresh server whose first
+    request is a deep link must show that page with the sidebar. Remove it when the folder is
+    renamed.
     """
     ss = st.session_state
     if ss.get(_ROUTED) or ss.get(_REROUTED):
@@ -186,8 +204,13 @@ def init_state(*, router: bool = False) -> None:
     ss.setdefault(UPLOAD_NONCE, 0)
 
 
+def _default_audit(ids: list[str]) -> str | None:
+    return DEMO_AUDIT_ID if DEMO_AUDIT_ID in ids else (ids[0] if ids else None)
+
+
 def active_audit(store: Store) -> str | None:
-    """The active audit: the sidebar's pick, else the demo, else the newest; None when empty.
+    """The active audit: the sidebar's pick, else the URL's ``?audit=``, else the demo, else the
+    newest; None when empty.
 
     Resolved here as well as in the sidebar so a page works on its own (``AppTest`` of a page).
     """
@@ -197,8 +220,7 @@ def active_audit(store: Store) -> str | None:
         return current
     ids = [str(a) for a in store.list_audits()["audit_id"]]
     from_url = st.query_params.get(URL_AUDIT)
-    choice = (from_url if from_url in ids else DEMO_AUDIT_ID if DEMO_AUDIT_ID in ids
-              else (ids[0] if ids else None))
+    choice = from_url if from_url in ids else _default_audit(ids)
     if choice is not None:
         ss[ACTIVE_AUDIT] = choice
     return choice
@@ -213,8 +235,13 @@ def switch_audit(audit_id: str, page: str | None = None) -> None:
     st.rerun()
 
 
+#: The live values kept per audit in the store (a reload or a shared link shows the same view).
+VIEW_KEYS = ("mode", "cutoff", "top_k", "of_n", "k", "override_on", "override", "capacity", "apps")
+
+
 def live_settings(audit_id: str, result: AuditResult | None = None) -> dict[str, Any]:
-    """The slider values of ``audit_id``, filled from its analysis the first time."""
+    """The slider values of ``audit_id``: the view last stored for it (so a reload or a shared
+    link shows the same view), else its analysis's settings the first time."""
     per_audit = st.session_state.setdefault(LIVE, {})
     live = per_audit.setdefault(audit_id, dict(DEFAULTS))
     if result is not None and live["cutoff"] is None:
@@ -228,11 +255,43 @@ def live_settings(audit_id: str, result: AuditResult | None = None) -> dict[str,
         live["capacity"] = s.capacity
         live["apps"] = s.applications_per_req or (float(result.pool_size)
                                                   if result.pool_size else None)
+        try:
+            stored = get_store().get_view(audit_id)
+        except Exception as exc:  # the view is a convenience: never stop a page for it
+            _log.warning("could not read the view of %s: %s", audit_id, exc)
+            stored = {}
+        for name in VIEW_KEYS:
+            if name in stored and _valid_view_value(name, stored[name]):
+                live[name] = stored[name]
     return live
 
 
+def _valid_view_value(name: str, value: Any) -> bool:
+    if value is None:
+        return name in ("top_k", "of_n", "override", "capacity", "apps")
+    if name == "mode":
+        return value in ("score", "top-k")
+    if name == "override_on":
+        return isinstance(value, bool)
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and bool(np.isfinite(value)) and (name == "cutoff" or value >= 0))
+
+
 def _sync(audit_id: str, name: str, wkey: str) -> None:
-    st.session_state[LIVE][audit_id][name] = st.session_state[wkey]
+    live = st.session_state[LIVE][audit_id]
+    live[name] = st.session_state[wkey]
+    remember_view(audit_id)
+
+
+def remember_view(audit_id: str) -> None:
+    """Store the live values of ``audit_id`` (failures to write only cost the memory)."""
+    live = st.session_state.get(LIVE, {}).get(audit_id)
+    if not live:
+        return
+    try:
+        get_store().set_view(audit_id, {n: live[n] for n in VIEW_KEYS})
+    except Exception as exc:  # a read-only or full disk: only the memory of the view is lost
+        _log.warning("could not store the view of %s: %s", audit_id, exc)
 
 
 def bind(audit_id: str, name: str) -> dict[str, Any]:
@@ -303,66 +362,45 @@ def sheet_of(store: Store, audit_id: str) -> FreezeSheet | None:
 
 
 # ----------------------------------------------------------------------------- step status
-@dataclass(frozen=True)
-class StepStatus:
-    step: str
-    state: str   # "done" | "needs" | "blocked" | "running"
-    text: str
+def _running(audit_id: str) -> tuple[int, int] | None:
+    handle = run_registry().get(audit_id)
+    if handle is not None and handle.running:
+        stt = handle.status()
+        return int(stt.done), int(stt.total)
+    return None
+
+
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _step_status(path: str, audit_id: str, version: str,
+                 running: tuple[int, int] | None) -> list[StepStatus]:
+    return _core_step_status(_open_store(path), audit_id, running)
 
 
 def step_status(store: Store, audit_id: str) -> list[StepStatus]:
-    """Each wizard step's status for the sidebar: done / needs … / blocked because …."""
-    audit = store.get_audit(audit_id)
-    sheet = sheet_of(store, audit_id)
-    n_draws = store.n_draws(audit_id)
-    n_cands = len(store.get_candidates(audit_id))
-    n_pool = len(store.get_pool(audit_id))
-    out: list[StepStatus] = []
-    if sheet is None:
-        out.append(StepStatus("freeze", "needs", "needs a complete freeze sheet"))
-    elif sheet.blockers():
-        out.append(StepStatus("freeze", "blocked",
-                              "blocked because side-effect clearance is missing"))
-    else:
-        out.append(StepStatus("freeze", "done", "done — harness frozen"))
-    if n_cands:
-        out.append(StepStatus("sample", "done", f"done — {n_cands} candidates"))
-    elif n_pool:
-        out.append(StepStatus("sample", "needs", "needs a sample drawn from the pool"))
-    else:
-        out.append(StepStatus("sample", "needs", "needs the pool (or upload draws on Run)"))
-    handle = run_registry().get(audit_id)
-    runs = audit["settings"].get("runs")
-    pairs = len(store.completed_pairs(audit_id)) if n_draws else 0
-    if handle is not None and handle.running:
-        stt = handle.status()
-        out.append(StepStatus("run", "running", f"running — {stt.done} of {stt.total} draws"
-                              if stt.total else "running — starting"))
-    elif not n_draws:
-        blocked = sheet is not None and sheet.blockers() and n_cands
-        out.append(StepStatus("run", "blocked" if blocked else "needs",
-                              "blocked because side-effect clearance is missing" if blocked
-                              else "needs draws (run the screener or upload)"))
-    elif runs and n_cands and pairs < n_cands * int(runs):
-        out.append(StepStatus("run", "needs",
-                              f"needs {n_cands * int(runs) - pairs} more draws (resume)"))
-    else:
-        out.append(StepStatus("run", "done", f"done — {pairs} draws"))
-    if not n_draws or candidates_with_draws(store, audit_id) < 2:
-        for step in ("criteria", "flip", "band"):
-            out.append(StepStatus(step, "needs", "needs draws" if not n_draws else
-                                  "needs draws from at least 2 candidates"))
-        return out
-    partial = bool(runs and n_cands and pairs < n_cands * int(runs))
-    done = "preliminary — the run is not complete" if partial else "done"
-    state_ = "needs" if partial else "done"
-    crit = store.get_criteria(audit_id)
-    out.append(StepStatus("criteria", state_ if len(crit) else "needs",
-                          done if len(crit) else "skipped — the screener returns only a total"))
-    out.append(StepStatus("flip", state_, f"{done} — move the cutoff"))
-    out.append(StepStatus("band", state_ if n_pool else "needs",
-                          done if n_pool else "needs the pool for reviews per req"))
-    return out
+    """Each wizard step's status (:func:`core.steps.step_status` with this process's run),
+    cached per data version: a page switch does not re-count the audit's draws."""
+    return _step_status(store.path, audit_id, store.data_version(audit_id), _running(audit_id))
+
+
+def progress(store: Store, audit_id: str) -> RunProgress:
+    """Draws stored against draws expected (:func:`core.steps.run_progress`)."""
+    return run_progress(store, audit_id, _running(audit_id))
+
+
+def provisional_banner(store: Store, audit_id: str) -> bool:
+    """One banner on a statistics page while the audit's draws are incomplete.
+
+    Returns True when the numbers are provisional (verdicts should say so).
+    """
+    prog = progress(store, audit_id)
+    if not prog.incomplete:
+        return False
+    how = "a run is in progress" if prog.running else "the run is not complete"
+    with st.container(key="provisional-banner"):
+        st.warning(f"**Provisional: {prog.label()}** — {how}. Every number and verdict on this "
+                   "page can still change; wait for the last draw before acting on it.",
+                   icon=":material/hourglass_top:")
+    return True
 
 
 _ICONS = {"done": ":green[:material/check_circle:]",
@@ -370,31 +408,63 @@ _ICONS = {"done": ":green[:material/check_circle:]",
           "blocked": ":red[:material/block:]",
           "running": ":orange[:material/pending:]"}
 
+_SECTIONS = {"Audit": ("freeze", "sample", "run", "criteria", "flip", "band"),
+             "Compare": ("compare",), "Over time": ("drift",)}
 
-def sidebar(store: Store) -> str | None:
-    """The shared sidebar: active audit picker, harness hash, step status. Returns the audit."""
+
+def _picked() -> None:
+    """The picker changed: put the audit in the URL now, so Back undoes the switch."""
+    audit_id = st.session_state.get(ACTIVE_AUDIT)
+    if audit_id is not None:
+        st.query_params[URL_AUDIT] = audit_id
+        st.session_state[LAST_URL_AUDIT] = audit_id
+
+
+def sidebar(store: Store, pages: dict[str, Any] | None = None) -> str | None:
+    """The shared sidebar: page links (carrying ``?audit=``), the active audit picker, harness
+    hash, step status. Returns the audit.
+
+    The URL is the authority on the active audit when it changed under this session (Back, a
+    link, a reload); the picker otherwise. A page switch through these links is one history
+    entry; switching the audit is another, so Back undoes it.
+    """
     ss = st.session_state
     audits = store.list_audits()
     ids = [str(a) for a in audits["audit_id"]]
     evaluations = dict(zip(ids, audits["evaluations"]))
+    from_url = st.query_params.get(URL_AUDIT)
     pending = ss.pop(PENDING_AUDIT, None)
     if pending in ids:
         ss[ACTIVE_AUDIT] = pending
-    if ss.get(ACTIVE_AUDIT) not in ids:
-        from_url = st.query_params.get(URL_AUDIT)  # a reload keeps the audit (it is in the URL)
-        ss[ACTIVE_AUDIT] = (from_url if from_url in ids else DEMO_AUDIT_ID
-                            if DEMO_AUDIT_ID in ids else (ids[0] if ids else None))
+    elif from_url in ids and from_url != ss.get(LAST_URL_AUDIT):
+        ss[ACTIVE_AUDIT] = from_url
+    elif ss.get(ACTIVE_AUDIT) not in ids:
+        ss[ACTIVE_AUDIT] = from_url if from_url in ids else _default_audit(ids)
+    audit_id = ss.get(ACTIVE_AUDIT)
+    if audit_id is not None and (from_url is not None or audit_id != _default_audit(ids)) \
+            and from_url != audit_id:
+        st.query_params[URL_AUDIT] = audit_id
+    ss[LAST_URL_AUDIT] = audit_id if (from_url is not None or audit_id != _default_audit(ids)) \
+        else None
     with st.sidebar:
+        if pages:
+            link_args = {"query_params": {URL_AUDIT: audit_id}} if audit_id else {}
+            for section, urls in _SECTIONS.items():
+                shown = [u for u in urls if u in pages]
+                if not shown:
+                    continue
+                st.caption(section)
+                for u in shown:
+                    st.page_link(pages[u], **link_args)
+            st.divider()
         if not ids:
             st.warning("No audit in the database yet: start one on the Freeze page.")
             return None
         # options are the bare ids: a label that changes (e.g. a live draw count) would make
         # Streamlit treat it as a new widget and reset the choice
-        audit_id = st.selectbox("Active audit", ids, key=ACTIVE_AUDIT,
+        audit_id = st.selectbox("Active audit", ids, key=ACTIVE_AUDIT, on_change=_picked,
                                 help=f"Audits stored in {store.path}")
-        st.caption(f"{int(evaluations.get(audit_id, 0))} evaluations stored")
-        if st.query_params.get(URL_AUDIT) != audit_id:
-            st.query_params[URL_AUDIT] = audit_id
+        st.caption(f"{int(evaluations.get(audit_id, 0)):,} evaluations stored")
         audit = store.get_audit(audit_id)
         st.caption("Harness hash (the audit's version)")
         st.code(audit["harness_hash"] or "not frozen", language=None, wrap_lines=True)
@@ -403,3 +473,88 @@ def sidebar(store: Store) -> str | None:
             title = PAGES[s.step][1]
             st.markdown(f"{_ICONS[s.state]} **{title}** — {md_escape(s.text)}")
     return audit_id
+
+
+# ----------------------------------------------------------------------------- layout
+#: Fixed markup (no user text): metric values, metric labels and button labels wrap instead of
+#: being cut off with "…" on narrow screens; at 800 px and below the sidebar starts collapsed
+#: (once per browser tab, so a user who opens it again keeps it open). Streamlit collapses it
+#: by itself only at 768 px and below.
+_LAYOUT = """
+<style>
+[data-testid="stMetricValue"] > div, [data-testid="stMetricLabel"] *,
+[data-testid="stMetricValue"] * {
+  white-space: normal !important; overflow: visible !important;
+  text-overflow: clip !important; overflow-wrap: anywhere;
+}
+[data-testid="stMetricValue"] { overflow: visible !important; height: auto !important; }
+[data-testid="stDownloadButton"] button p, [data-testid="stButton"] button p,
+[data-testid="stBaseButton-secondary"] p, [data-testid="stBaseButton-primary"] p {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+}
+</style>
+<script>
+(function () {
+  const KEY = "audit-sidebar-auto-collapsed";
+  if (window.innerWidth > 800 || window.sessionStorage.getItem(KEY)) return;
+  let tries = 0;
+  const t = window.setInterval(function () {
+    const side = document.querySelector('[data-testid="stSidebar"]');
+    const btn = document.querySelector('[data-testid="stSidebarCollapseButton"] button');
+    tries += 1;
+    if (side && btn && side.getAttribute("aria-expanded") !== "false") {
+      btn.click();
+      window.sessionStorage.setItem(KEY, "1");
+      window.clearInterval(t);
+    } else if (tries > 50) {
+      window.clearInterval(t);
+    }
+  }, 100);
+})();
+</script>
+"""
+
+
+def layout() -> None:
+    """The narrow-screen fixes (see ``_LAYOUT``); drawn once per run by the router."""
+    with st.sidebar:
+        st.html(_LAYOUT, unsafe_allow_javascript=True)
+
+
+# ----------------------------------------------------------------------------- who may see it
+@st.cache_resource(show_spinner=False)
+def _log_refusal(message: str) -> bool:
+    """Say it once per process in the server's terminal."""
+    _log.error(message)
+    print(message, flush=True)
+    return True
+
+
+def _secrets() -> dict[str, Any]:
+    try:
+        return st.secrets.to_dict()
+    except Exception:  # no secrets file (FileNotFoundError, StreamlitSecretNotFoundError…)
+        return {}
+
+
+def access_gate() -> None:
+    """Refuse to serve on a non-loopback address without a login; ask for the login when one
+    is configured (core/serving.py holds the policy)."""
+    address = str(st.get_option("server.address") or "")
+    access = access_from(_secrets(), os.environ)
+    problem = check(address, access)
+    if problem:
+        _log_refusal(problem)
+        st.error(problem)
+        st.stop()
+    if access.oidc_configured and access.allowed_domains:
+        if not st.user.is_logged_in:
+            st.title("Screening score variance audit")
+            st.info("Sign in to see the audits.")
+            st.button("Sign in", on_click=st.login, type="primary")
+            st.stop()
+        if not email_allowed(st.user.get("email"), access.allowed_domains):
+            st.error("This account is not allowed to see the audits (its e-mail domain is not "
+                     "on the allow-list).")
+            st.button("Sign out", on_click=st.logout)
+            st.stop()

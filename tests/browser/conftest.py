@@ -141,13 +141,14 @@ def open_page(page: object, server: AppServer, url_path: str = "") -> None:
 
 def nav(page: object, title: str) -> None:
     """Switch pages through the sidebar navigation (same session)."""
-    page.locator('[data-testid="stSidebarNav"] a', has_text=title).first.click()  # type: ignore[attr-defined]
+    page.locator('[data-testid="stSidebar"] a[data-testid="stPageLink-NavLink"]',  # type: ignore[attr-defined]
+                 has_text=title).first.click()
     wait_idle(page, settle=0.4)
 
 
 LIVE_RE = re.compile(
     r"cutoff (?P<cutoff>[-\d.]+) · candidates with any flip (?P<flips>\d+) of (?P<of>\d+) · "
-    r"manual reviews per req (?P<reviews>[-\d.]+|needs the pool)")
+    r"manual reviews per req (?P<reviews>[-\d.,]+|needs the pool)")
 
 
 def live_numbers(page: object, key: str = "live-numbers") -> dict[str, str]:
@@ -158,5 +159,18 @@ def live_numbers(page: object, key: str = "live-numbers") -> dict[str, str]:
 
 
 def screenshot(page: object, name: str) -> None:
+    """The whole page: Streamlit scrolls inside its main area, so the viewport is stretched to
+    the content's height (at most 4,000 px) for the picture and put back afterwards."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size  # type: ignore[attr-defined]
+    height = page.evaluate(  # type: ignore[attr-defined]
+        "() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
+        " return Math.max(m ? m.scrollHeight : 0, document.body.scrollHeight); }")
+    tall = min(max(int(height), size["height"]), 4000)
+    if tall > size["height"]:
+        page.set_viewport_size({"width": size["width"], "height": tall})  # type: ignore[attr-defined]
+        time.sleep(0.8)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
+    if tall > size["height"]:
+        page.set_viewport_size(size)  # type: ignore[attr-defined]
+        time.sleep(0.3)

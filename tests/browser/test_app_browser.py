@@ -17,6 +17,7 @@ import pytest
 
 from core.audit import analyze
 from core.demo import DEMO_AUDIT_ID, DEMO_V2_AUDIT_ID, build_demo, ensure_demo
+from core.format import reviews_txt
 from core.store import Store
 from tests.browser.conftest import AppServer, live_numbers, nav, open_page, screenshot, wait_idle
 
@@ -53,7 +54,7 @@ def test_flip_slider_by_keyboard_matches_the_engine(server, page, engine):
     view = engine.view(78.0, 2.0)
     assert first["cutoff"] == "78"
     assert int(first["flips"]) == view.flip.candidates_with_flip
-    assert first["reviews"] == f"{view.manual_reviews_per_req:.1f}"
+    assert first["reviews"] == reviews_txt(view.manual_reviews_per_req)
     screenshot(page, "flip")
     thumb = page.locator('[data-testid="stSlider"] input[type="range"]').first
     thumb.focus()
@@ -69,7 +70,7 @@ def test_flip_slider_by_keyboard_matches_the_engine(server, page, engine):
     assert now["cutoff"] == "80"
     moved = engine.view(80.0, 2.0)
     assert int(now["flips"]) == moved.flip.candidates_with_flip
-    assert now["reviews"] == f"{moved.manual_reviews_per_req:.1f}"
+    assert now["reviews"] == reviews_txt(moved.manual_reviews_per_req)
     assert now["reviews"] != first["reviews"]
     metric = page.locator('[data-testid="stMetric"]', has_text="Candidates with any flip")
     assert f"{moved.flip.candidates_with_flip} of 40" in metric.inner_text()
@@ -240,7 +241,7 @@ def test_drift_page_demo_panel_shows_graders_q_and_reaudit_date(server, page):
     nav(page, "Drift")
     page.get_by_role("button", name="Load the demo panel").click()
     wait_idle(page, settle=1.0)
-    page.wait_for_selector("text=Re-audit by", timeout=60_000)
+    page.wait_for_selector(".st-key-reaudit", timeout=60_000)
     wait_idle(page, settle=0.5)
     main = page.locator('[data-testid="stMain"]')
     text = main.inner_text()
