@@ -272,8 +272,8 @@ def test_openai_shape_fenced_json_no_fixed_seed(store, server):
     assert st.state == "finished" and st.done == 18
     bodies = [e.body for e in server.log]
     assert all("seed" not in b for b in bodies)
-    assert all(b["temperature"] == 0.1 and b["response_format"] == {"type": "json_object"}
-               for b in bodies)
+    assert all(b["temperature"] == 0.1 and b["response_format"]["type"] == "json_schema"
+               and b["max_tokens"] == 512 for b in bodies)
     calls = store.load_calls("o")
     assert (calls["input_tokens"] == 120).all() and (calls["cached_input_tokens"] == 64).all()
     # seed_per_draw: a different seed on every call, recorded
@@ -496,13 +496,13 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path, server):
 
 
 def test_api_key_never_in_errors_findings_or_store(tmp_path, server, monkeypatch):
-    monkeypatch.setenv("FAKE_KEY_2", SECRET + "-b")
+    monkeypatch.setenv("FAKE_SCREENER_2_API_KEY", SECRET + "-b")
     server.set(status_override=401, echo_auth_on_error=True)
     db = tmp_path / "k.duckdb"
     s = Store(db)
     make_audit(s, "k")
     scr = build_screener("openai-chat", {"base_url": server.url + "/v1", "model": "fake-model-1",
-                                         "api_key_env": "FAKE_KEY_2"}, criteria=RUBRIC)
+                                         "api_key_env": "FAKE_SCREENER_2_API_KEY"}, criteria=RUBRIC)
     assert SECRET not in repr(scr) and SECRET not in str(scr.describe())
     st = run(s, "k", scr, concurrency=1)
     assert st.findings and "[redacted]" in st.findings[0]

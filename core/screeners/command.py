@@ -28,6 +28,7 @@ class CommandScreener(Screener):
 
     kind = "command"
     uses_http = False
+    runs_code = True
 
     def __init__(self, *, argv: Sequence[str], model: str, criteria: tuple[Criterion, ...] = (),
                  parse: ParseSpec | None = None, input_mode: str = "stdin",
