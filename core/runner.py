@@ -1285,7 +1285,7 @@ def estimate_run(screener: Any, candidates: pd.DataFrame, runs: int, *,
                  completed: set[tuple[str, int]] | None = None, concurrency: int = 8,
                  latency_s: float | None = None, prices: PriceTable | None = None,
                  output_tokens_per_call: int | None = None,
-                 rpm: float | None = None) -> Estimate:
+                 rpm: float | None = None, max_calls_per_pair: int = 3) -> Estimate:
     """Calls, tokens, cost and wall time of the missing pairs.
 
     Input tokens come from each candidate's rendered prompt at ~4 characters per token; output
@@ -1293,6 +1293,8 @@ def estimate_run(screener: Any, candidates: pd.DataFrame, runs: int, *,
     model (``None`` when the table has no price for it). Wall time is
     ``⌈calls / concurrency⌉ · latency`` (and no faster than ``rpm`` allows) and needs a
     latency, e.g. the pre-flight's median (:attr:`RunStatus.preflight_latency_s`).
+    The worst case: every pair spends ``max_calls_per_pair`` calls (invalid answers re-called),
+    each writing the adapter's ``max_tokens``.
     """
     done = completed or set()
     notes = ["token counts are estimates (about 4 characters a token)"]
@@ -1310,16 +1312,23 @@ def estimate_run(screener: Any, candidates: pd.DataFrame, runs: int, *,
         calls += missing
         in_tok += missing * max(1, math.ceil(len(prompt) / 4))
     n_crit = len(getattr(screener, "criteria", ()) or ())
+    max_tokens = getattr(screener, "max_tokens", None)
     per_out = output_tokens_per_call or (30 + 12 * max(n_crit, 1))
+    if max_tokens:
+        per_out = min(per_out, int(max_tokens))
     out_tok = calls * per_out
     model = getattr(screener, "model", None)
-    cost = None
+    cost = worst_cost = None
+    worst_calls = calls * int(max_calls_per_pair)
     table = prices or PriceTable()
     if table.get(model) is not None:
         cost = table.cost(model, in_tok, out_tok, 0)
+        per_in = in_tok / calls if calls else 0
+        worst_cost = table.cost(model, int(worst_calls * per_in),
+                                worst_calls * int(max_tokens or per_out), 0)
         notes.append("cost assumes no prompt-cache reads (an upper bound when caching is on)")
     elif getattr(screener, "kind", "") == "simulated":
-        cost = 0.0
+        cost = worst_cost = 0.0
     else:
         notes.append(f"no price for '{model}' in the price table: add it to get a cost")
     c = max(1, int(concurrency))
@@ -1328,4 +1337,5 @@ def estimate_run(screener: Any, candidates: pd.DataFrame, runs: int, *,
         notes.append("wall time assumes no retries")
     else:
         notes.append("wall time needs a latency: run the pre-flight first")
-    return Estimate(calls, in_tok, out_tok, cost, wall, latency_s, c, tuple(notes))
+    return Estimate(calls, in_tok, out_tok, cost, wall, latency_s, c, tuple(notes),
+                    worst_calls=worst_calls, worst_cost=worst_cost)
