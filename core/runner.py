@@ -1219,14 +1219,22 @@ class CacheVerdict:
 
 
 def cache_verdict(store: Store, audit_id: str) -> CacheVerdict:
-    """Count distinct raw payloads per candidate and give the verdict."""
+    """Count distinct raw payloads per candidate and give the verdict.
+
+    The guard speaks only once every candidate with a successful call has at least two of them
+    (SPEC §3.3: two payloads are the least that can differ); before that it says how many are
+    judged so far.
+    """
     counts = store.payload_counts(audit_id)
     judged = counts[counts["calls_with_payload"] >= 2]
     single = tuple(str(c) for c in judged.loc[judged["distinct_payloads"] == 1, "candidate_id"])
     n = len(judged)
-    if n == 0:
-        return CacheVerdict(False, 0, (), "not enough successful calls to judge the cache "
-                            "(need 2 per candidate)", counts)
+    waiting = len(counts) - n
+    if n == 0 or waiting > 0:
+        return CacheVerdict(False, n, (),
+                            f"not judged yet: {n} of {len(counts)} candidate(s) with answers "
+                            "have the two successful calls the cache guard needs",
+                            counts)
     if len(single) == n:
         return CacheVerdict(True, n, single,
                             f"a cache test, not a variance test: every one of the {n} "

@@ -67,6 +67,7 @@ class Settings:
                                             "claude-fable-5")
     status_override: int | None = None       # always answer this status
     echo_auth_on_error: bool = False         # error bodies quote the credentials received
+    echo_transform: str = ""                 # "", "base64" or "upper": how they are quoted
     fence: bool = False                      # wrap chat content in a ```json fence
     rubric: tuple[tuple[str, float], ...] = DEMO_RUBRIC
     seed: int = 0
@@ -232,6 +233,11 @@ class FakeServer:
             if rid is not None:
                 self._seen_ids.add(rid)
         auth = headers.get("authorization") or headers.get("x-api-key") or ""
+        if s.echo_transform == "base64":
+            import base64
+            auth = base64.b64encode(auth.removeprefix("Bearer ").encode()).decode()
+        elif s.echo_transform == "upper":
+            auth = auth.upper()
         err_extra = f" (received credentials: {auth})" if s.echo_auth_on_error else ""
         if s.status_override:
             self._record(path, rid, s.status_override, body, headers)
