@@ -7,6 +7,7 @@ whole file runs in well under a minute on 2 cores.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -831,3 +832,75 @@ def test_unsafe_base_urls_are_refused(url, says):
     assert "abc" not in str(e.value) and "pw" not in str(e.value)
     build_screener("openai-chat", {"base_url": "http://localhost:8080/v1", "model": "m-1"},
                    criteria=RUBRIC)
+
+
+# ---------------------------------------------------------------------------- code screeners
+def _code_config(tmp: Path, screener: str) -> Path:
+    (tmp / "sample.csv").write_text("candidate_id,application\nc1,a\nc2,b\n")
+    cfg = tmp / "code.toml"
+    cfg.write_text(textwrap.dedent("""
+        [audit]
+        id = "code"
+        req_id = "ENG-9"
+        [harness]
+        model = "cli-model-1"
+        side_effect_free = true
+        result_cache_off = true
+        [[criteria]]
+        name = "skills"
+        max = 10
+        [screener]
+        """) + screener + textwrap.dedent("""
+        [run]
+        runs = 2
+        sample = "sample.csv"
+        preflight = false
+        """))
+    return cfg
+
+
+def _cli(cfg: Path, db: Path, *extra: str, env: dict | None = None):
+    return subprocess.run([sys.executable, "-m", "core", "run", "--config", str(cfg), "--db",
+                           str(db), "--no-progress", *extra], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def test_a_command_screener_runs_nothing_without_allow_code(tmp_path):
+    marker = tmp_path / "marker"
+    (tmp_path / "screen.py").write_text(
+        f"import json, pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+        "print(json.dumps({'skills': 5}))\n")
+    argv = json.dumps([sys.executable, str(tmp_path / "screen.py")])
+    cfg = _code_config(tmp_path, f'kind = "command"\ncommand = {argv}\n')
+    db = tmp_path / "c.duckdb"
+    refused = _cli(cfg, db, env={"AUDIT_ALLOW_CODE_SCREENERS": "1"})   # the app's switch only
+    assert refused.returncode == 2 and not marker.exists()
+    assert "--allow-code" in refused.stderr and "Traceback" not in refused.stderr
+    allowed = _cli(cfg, db, "--allow-code")
+    assert allowed.returncode == 0, allowed.stderr
+    assert "will run on this machine: the program" in allowed.stderr
+    assert marker.read_text() == "ran"
+
+
+def test_a_python_screener_naming_os_system_runs_nothing_without_allow_code(tmp_path):
+    marker = tmp_path / "pwned"
+    (tmp_path / "sample.csv").write_text(f"candidate_id,application\nc1,touch {marker}\n"
+                                         f"c2,touch {marker}\n")
+    cfg = _code_config(tmp_path, 'kind = "python"\nfunction = "os:system"\n')
+    (tmp_path / "sample.csv").write_text(f"candidate_id,application\nc1,touch {marker}\n"
+                                         f"c2,touch {marker}\n")
+    res = _cli(cfg, tmp_path / "p.duckdb")
+    assert res.returncode == 2 and not marker.exists()
+    assert "runs code on this machine" in res.stderr
+
+
+def test_the_cli_says_which_host_receives_the_key_before_the_first_call(tmp_path, server):
+    cfg = _write_config(tmp_path, server.url, 2, 2)
+    res = _cli(cfg, tmp_path / "h.duckdb", "--estimate",
+               env={"FAKE_SCREENER_KEY": SECRET})
+    assert res.returncode == 0, res.stderr
+    assert (f"the API key in $FAKE_SCREENER_KEY is sent to 127.0.0.1:{server.port} only"
+            in res.stderr)
+    assert "worst case: 32 calls" in res.stderr         # 4 pairs × max_calls_per_pair 8
+    assert server.arrivals == 0 and SECRET not in res.stderr
