@@ -45,13 +45,11 @@ from core.runner import MAX_CANDIDATES, PriceTable, RunOptions
 from core.screeners.base import Screener, check_key_env_name
 from core.screeners.registry import (
     KINDS,
-    _max_tokens,
-    _response_format,
+    answer_fields,
     build_screener,
     inside_folder,
     parse_spec_from,
 )
-from core.screeners.schema import default_response_format, rubric_schema
 
 __all__ = ["SAMPLE_COLUMNS", "AuditConfig", "load_config", "load_sample", "parse_config",
            "save_audit"]
@@ -72,7 +70,6 @@ _RUN_KEYS = {"runs", "concurrency", "sample", "seed", "timeout_s", "connect_time
 #: Largest application text read from a file, and largest sample file.
 MAX_APPLICATION_BYTES = 1_000_000
 MAX_SAMPLE_BYTES = 100_000_000
-_LLM_KINDS = ("openai-chat", "anthropic")
 _SECRET_KEY = re.compile(r"(^|_)(api_?key|key|token|secret|password|bearer)$", re.IGNORECASE)
 
 
@@ -222,16 +219,7 @@ def parse_config(text: str, *, base_dir: str | Path = ".", source: str | None = 
                              f"= \"{on_invalid}\": keep one (on_invalid)")
         on_invalid = "clip"
     run["on_invalid"] = on_invalid or "recall"
-    answer: dict[str, Any] = {"on_invalid": run["on_invalid"]}
-    if kind in _LLM_KINDS:
-        rf = _response_format(screener) or default_response_format(tuple(criteria))
-        answer["response_format"] = rf
-        answer["max_tokens"] = _max_tokens(screener)
-        if rf == "json_schema":
-            answer["answer_schema"] = rubric_schema(tuple(criteria),
-                                                    total=bool(screener.get("schema_total")))
-            answer["schema_style"] = ("anthropic-tool" if kind == "anthropic"
-                                      else str(screener.get("schema_style", "openai")))
+    answer = answer_fields(kind, screener, tuple(criteria), run["on_invalid"])
 
     endpoint = harness.get("endpoint") or screener.get("base_url") or screener.get("url") or (
         f"command: {screener.get('command')}" if kind == "command" else

@@ -357,7 +357,8 @@ class FakeServer:
             scores = {name: int(mx * 3 + noise.randint(1, 9)) for name, mx in s.rubric}
         if schema is not None:          # a grammar-constrained server: the schema's keys only
             props = schema.get("properties") or {}
-            scores = {k: v for k, v in scores.items() if k in props}
+            scores = {k: min(v, props[k].get("maximum", v)) if s.answer != "out_of_range"
+                      else v for k, v in scores.items() if k in props}
             if "total" in props:
                 scores["total"] = sum(v for k, v in scores.items() if k != "total")
         else:

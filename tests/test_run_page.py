@@ -20,8 +20,10 @@ from streamlit.testing.v1 import AppTest
 from core.demo import demo_freeze_sheet
 from core.format import money
 from core.ingest import criteria_frame
-from core.runner import PriceTable, estimate_run, registry
-from core.screeners.registry import build_screener
+from core.estimate import audit_estimate
+from core.runner import registry
+from core.screeners.base import render_template, rubric_text
+from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
 from core.store import Store
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -147,12 +149,23 @@ def test_openai_screener_saved_preflighted_and_run_to_exactly_n_draws(db, server
     assert settings["screener"]["api_key_env"] == KEY_ENV
     assert KEY not in json.dumps(settings)
 
+    # one estimate: the Sample page and the Run page show the same numbers for the same audit
+    run_page = _metrics(_open(_app_on(audit_id), "run"))
+    sample_page = _metrics(_open(_app_on(audit_id), "sample"))
+    assert run_page["Calls to make"] == "600"
+    for label in ("Calls to make", "Input tokens", "Output tokens", "Cost", "Wall time"):
+        assert run_page[label] == sample_page[label], label
+    at = _open(_app_on(audit_id), "run")
     at.number_input(key=f"run-{audit_id}-runs").set_value(3).run()
     m = _metrics(at)
     assert m["Calls to make"] == "120"
-    assert m["Wall time"] == "—"
-    assert any("Wall time needs a latency: run the pre-flight first" in _plain(c.value)
-               for c in at.caption)
+    assert m["Wall time"] == "30 s"               # ⌈120 / 8⌉ × the default 2 s, said so
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert "2.00 s a call, a default until the pre-flight measures it" in caption
+    assert "assumed 1,500 a call: the sample holds no application text" in caption
+    assert "Worst case: 360 calls" in caption     # 120 pairs × 3 calls each
+    assert f"the API key in the variable {KEY_ENV} is sent to 127.0.0.1:{server.port} only" \
+        in caption
     assert server.arrivals == 0                   # nothing is called before the user asks
 
     _button(at, "Run the 3-run pre-flight").click().run()
@@ -180,6 +193,16 @@ def test_openai_screener_saved_preflighted_and_run_to_exactly_n_draws(db, server
     assert KEY not in _all_text(at)
 
 
+def estimate_by_hand(cands: pd.DataFrame, calls: int, p_in: float, p_out: float) -> float:
+    values = {"rubric": rubric_text(demo_freeze_sheet().criteria), "application": "",
+              "candidate_id": "", "request_id": "0" * 32}
+    overhead = len(render_template(DEFAULT_PROMPT, values)) + len(
+        render_template(DEFAULT_SYSTEM, values))
+    mean_app = cands["application"].str.len().mean()
+    per_in = -(-(overhead + mean_app) // 4)
+    return calls * (per_in * p_in + (30 + 12 * 4) * p_out) / 1e6
+
+
 # ---------------------------------------------------------------------------- (b) prices
 def test_price_table_edit_is_saved_and_drives_the_estimated_cost(db, server):
     audit_id = "rp-prices"
@@ -188,7 +211,7 @@ def test_price_table_edit_is_saved_and_drives_the_estimated_cost(db, server):
     at = _open(_app_on(audit_id), "run")
     model = demo_freeze_sheet().model
     assert _metrics(at)["Cost"] == "—"            # no price for the frozen model yet
-    assert any(f"No price for '{model}'" in _plain(c.value) for c in at.caption)
+    assert any(f"no price for '{model}'" in _plain(c.value) for c in at.caption)
     editor = at.data_editor[0]
     assert editor.value["model"].tolist() == [model]  # its row is offered, empty
 
@@ -200,10 +223,13 @@ def test_price_table_edit_is_saved_and_drives_the_estimated_cost(db, server):
     store = _store()
     saved = store.get_audit(audit_id)["settings"]["prices"]
     assert saved == {model: {"input": 2.5, "output": 10.0, "cached_input": 0.25}}
-    screener = build_screener("openai-chat", {"base_url": base},
-                              criteria=demo_freeze_sheet().criteria, sheet=demo_freeze_sheet())
-    expected = estimate_run(screener, store.get_candidates(audit_id), 4,
-                            prices=PriceTable.from_dict(saved)).cost
+    expected = audit_estimate(store.get_audit(audit_id)["settings"], frozen_model=model,
+                              criteria=demo_freeze_sheet().criteria,
+                              candidates=store.get_candidates(audit_id), runs=4).cost
+    # by hand: 32 calls × (⌈(template + application characters) / 4⌉ input at $2.5/M +
+    # 78 output at $10/M) — the applications are measured, not assumed
+    cands = store.get_candidates(audit_id)
+    assert expected == pytest.approx(estimate_by_hand(cands, 32, 2.5, 10.0))
     assert expected and _metrics(at)["Cost"] == money(expected)
 
     # a higher price → a higher cost, proportionally
@@ -313,3 +339,70 @@ def test_a_cached_screener_blocks_at_the_preflight(db):
     assert blocked and "deterministic or cached" in blocked[0]
     assert any("a cache test, not a variance test" in _plain(e.value) for e in at.error)
     assert _button(at, "Start the run").disabled
+
+
+# ---------------------------------------------------------------------------- issue 12: code
+def test_code_running_kinds_are_offered_only_when_the_operator_enables_them(db, monkeypatch):
+    audit_id = "rp-kinds"
+    _make_audit(db, audit_id)
+    monkeypatch.delenv("AUDIT_ALLOW_CODE_SCREENERS", raising=False)
+    at = _open(_app_on(audit_id), "run")
+    options = at.selectbox(key=f"scr-{audit_id}-kind").options
+    assert not any("command-line" in o or "Python function" in o for o in options)
+    monkeypatch.setenv("AUDIT_ALLOW_CODE_SCREENERS", "1")
+    at = _open(_app_on(audit_id), "run")
+    options = at.selectbox(key=f"scr-{audit_id}-kind").options
+    assert any("command-line" in o for o in options) and any("Python" in o for o in options)
+
+
+def test_a_saved_command_screener_from_a_database_file_never_runs(db, tmp_path, monkeypatch):
+    """A .duckdb received from someone else carries a command screener: the page names it,
+    builds nothing, and no button can run it."""
+    monkeypatch.delenv("AUDIT_ALLOW_CODE_SCREENERS", raising=False)
+    marker = tmp_path / "marker"
+    script = tmp_path / "evil.py"
+    script.write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n")
+    audit_id = "rp-evil"
+    _make_audit(db, audit_id, settings={"screener": {
+        "kind": "command", "command": [sys.executable, str(script)]}})
+    at = _open(_app_on(audit_id), "run")
+    errors = " ".join(_plain(e.value) for e in at.error)
+    assert "runs code on this machine" in errors and "AUDIT_ALLOW_CODE_SCREENERS" in errors
+    assert not [b for b in at.button if b.label == "Run the 3-run pre-flight"]
+    assert _button(at, "Start the run").disabled
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------- issue 8
+def test_saving_the_screener_freezes_the_answer_format_in_the_sheet(db, server):
+    audit_id = "rp-sheet"
+    _make_audit(db, audit_id)
+    at = _open(_app_on(audit_id), "run")
+    old_hash = _store().get_audit(audit_id)["harness_hash"]
+    at = _fill_openai_form(at, audit_id, base_url=server.url + "/v1")
+    audit = _store().get_audit(audit_id)
+    assert audit["freeze"]["response_format"] == "json_schema"
+    assert audit["freeze"]["max_tokens"] == 512 and audit["freeze"]["on_invalid"] == "recall"
+    assert audit["freeze"]["answer_schema"]["properties"]["experience"]["maximum"] == 20
+    assert audit["harness_hash"] != old_hash
+
+
+def test_a_screener_answering_in_prose_is_stopped_and_the_page_says_why(db):
+    audit_id = "rp-prose"
+    _make_audit(db, audit_id, k=10)
+    with FakeServer(answer="prose") as srv:
+        at = _open(_app_on(audit_id), "run")
+        at.selectbox(key=f"scr-{audit_id}-kind").set_value("openai-chat").run()
+        k = f"scr-{audit_id}-openai-chat"
+        at.text_input(key=f"{k}-base_url").set_value(srv.url + "/v1")
+        at.selectbox(key=f"{k}-response_format").set_value("json_object")
+        _button(at, "Save the screener").click().run()
+        at.number_input(key=f"run-{audit_id}-runs").set_value(15).run()
+        _button(at, "Start the run").click().run()
+        _wait_for_run(at, audit_id)
+        assert srv.arrivals <= 20 + 8                 # stopped early, not 150 × 3 calls
+    text = " ".join(_plain(e.value) for e in at.error)
+    assert "Stopped by the circuit breaker" in text and "response_format" in text
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert "Invalid answers:" in caption and "parse error" in caption
+    assert "Traceback" not in _all_text(at)

@@ -32,8 +32,8 @@ from core.screeners.schema import RESPONSE_FORMATS
 from core.screeners.simulated import SimulatedScreener
 
 __all__ = ["CODE_KINDS", "CODE_SCREENERS_VAR", "COMMON_KEYS", "KINDS", "KIND_KEYS",
-           "build_screener", "code_screeners_enabled", "describe_code", "inside_folder",
-           "parse_spec_from"]
+           "answer_fields", "build_screener", "code_screeners_enabled", "describe_code",
+           "inside_folder", "parse_spec_from"]
 
 KINDS = ("simulated", "http-json", "openai-chat", "anthropic", "command", "python")
 #: Kinds that run code on this machine (operator opt-in only).
@@ -108,6 +108,27 @@ def _response_format(options: Mapping[str, Any]) -> str | None:
         raise InputError(f"response_format must be one of {', '.join(RESPONSE_FORMATS)}; got "
                          f"'{rf}' (field 'response_format')")
     return None if rf is None else str(rf)
+
+
+def answer_fields(kind: str, options: Mapping[str, Any], criteria: tuple[Criterion, ...],
+                  on_invalid: str) -> dict[str, Any]:
+    """The freeze-sheet fields that say what the screener is asked to answer and what an
+    invalid answer leads to (``response_format``, ``schema_style``, ``answer_schema``,
+    ``max_tokens``, ``on_invalid``), computed from the options without building the adapter
+    (no key needed). They change what is measured, so they are hashed with the sheet."""
+    out: dict[str, Any] = {"on_invalid": on_invalid, "response_format": None,
+                           "schema_style": None, "answer_schema": None, "max_tokens": None}
+    if kind in ("openai-chat", "anthropic"):
+        from core.screeners.schema import default_response_format, rubric_schema
+        rf = _response_format(options) or default_response_format(tuple(criteria))
+        out["response_format"] = rf
+        out["max_tokens"] = _max_tokens(options)
+        if rf == "json_schema":
+            out["answer_schema"] = rubric_schema(tuple(criteria),
+                                                 total=bool(options.get("schema_total")))
+            out["schema_style"] = ("anthropic-tool" if kind == "anthropic"
+                                   else str(options.get("schema_style", "openai")))
+    return out
 
 
 def parse_spec_from(options: Mapping[str, Any]) -> ParseSpec:
