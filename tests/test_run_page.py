@@ -18,9 +18,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.demo import demo_freeze_sheet
+from core.estimate import audit_estimate
 from core.format import money
 from core.ingest import criteria_frame
-from core.estimate import audit_estimate
 from core.runner import registry
 from core.screeners.base import render_template, rubric_text
 from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
