@@ -23,6 +23,7 @@ from core.format import money
 from core.ingest import criteria_frame
 from core.runner import registry
 from core.screeners.base import render_template, rubric_text
+from core.screeners.registry import build_screener
 from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
 from core.store import Store
 
@@ -406,3 +407,41 @@ def test_a_screener_answering_in_prose_is_stopped_and_the_page_says_why(db):
     caption = " ".join(_plain(c.value) for c in at.caption)
     assert "Invalid answers:" in caption and "parse error" in caption
     assert "Traceback" not in _all_text(at)
+
+
+def test_invalid_answer_rates_on_the_criteria_page_and_in_every_report_format(db):
+    """A screener whose answers are often unparseable, re-called: the Criteria page and each
+    report format give the rate overall, by kind and per candidate, and warn that the draws
+    are conditioned on validity (re-calls above 5% of calls)."""
+    import asyncio
+
+    from core.audit import analyze
+    from core.report import render
+    from core.runner import Runner, RunOptions
+    audit_id = "rp-invalid"
+    _make_audit(db, audit_id, k=8)
+    store = Store(db)
+    sheet = demo_freeze_sheet()
+    with FakeServer(pmalformed=0.3, seed=4) as srv:
+        scr = build_screener("openai-chat", {"base_url": srv.url + "/v1"},
+                             criteria=sheet.criteria, sheet=sheet)
+        st = asyncio.run(Runner(store, audit_id, scr, RunOptions(
+            runs=4, preflight=False, max_calls_per_pair=6, backoff_base_s=0.01,
+            flush_s=0.05, breaker=False)).run())
+    assert st.done == 32
+    result = analyze(store, audit_id)
+    inv = result.invalid
+    store.close()
+    assert inv.measured and inv.by_kind["parse_error"] == inv.invalid > 0
+    assert inv.rate == pytest.approx(inv.invalid / inv.answered)
+    assert inv.conditioned
+    for fmt in ("text", "md", "json", "html"):
+        out = render(result, fmt)
+        assert "lower bound" in out, fmt
+        assert f"{inv.invalid} of {inv.answered} answers" in out or fmt == "json", fmt
+    assert '"by_kind"' in render(result, "json")
+    at = _open(_app_on(audit_id), "criteria")
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert f"{inv.invalid} of {inv.answered} answers" in caption
+    assert "Per candidate:" in caption
+    assert any("lower bound" in _plain(w.value) for w in at.warning)
