@@ -1229,11 +1229,11 @@ def cache_verdict(store: Store, audit_id: str) -> CacheVerdict:
     judged = counts[counts["calls_with_payload"] >= 2]
     single = tuple(str(c) for c in judged.loc[judged["distinct_payloads"] == 1, "candidate_id"])
     n = len(judged)
-    waiting = len(counts) - n
-    if n == 0 or waiting > 0:
+    sample = max(len(counts), len(store.get_candidates(audit_id)))
+    if n == 0 or n < sample:
         return CacheVerdict(False, n, (),
-                            f"not judged yet: {n} of {len(counts)} candidate(s) with answers "
-                            "have the two successful calls the cache guard needs",
+                            f"not judged yet: {n} of {sample} candidate(s) have the two "
+                            "successful calls the cache guard needs",
                             counts)
     if len(single) == n:
         return CacheVerdict(True, n, single,

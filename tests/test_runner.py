@@ -213,6 +213,19 @@ def test_cache_server_gives_the_cache_verdict(store, server):
     assert not v2.cache_test and v2.single_payload == ()
 
 
+def test_the_cache_guard_waits_for_two_calls_per_candidate(store, server):
+    """After the pre-flight (3 calls of one candidate) the guard does not speak for the
+    other candidates: "every one of the 1 candidates got varying payloads" was premature."""
+    make_audit(store, "wait")
+    options = RunOptions(runs=4, concurrency=4, preflight=True, **FAST)
+    asyncio.run(Runner(store, "wait", http_screener(server), options, until="preflight").run())
+    v = cache_verdict(store, "wait")
+    assert not v.cache_test and v.message.startswith("not judged yet: 1 of 6 candidate(s)")
+    asyncio.run(Runner(store, "wait", http_screener(server), options).run())
+    assert cache_verdict(store, "wait").message == \
+        "every one of the 6 candidates got varying payloads"
+
+
 def test_preflight_stops_a_deterministic_or_cached_screener(store, server):
     server.set(cache=True)
     make_audit(store, "p")

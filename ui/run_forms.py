@@ -1,7 +1,7 @@
 """The Run page's console: the screener form, the price table and the estimate panel.
 
 The rules live in core — :func:`core.screeners.registry.build_screener` validates a
-configuration, :func:`core.runner.estimate_run` estimates, :class:`core.runner.PriceTable`
+configuration, :func:`core.estimate.audit_estimate` estimates, :class:`core.runner.PriceTable`
 prices. This module only turns widgets into the options core expects, and back.
 
 The helpers at the top take and return plain values (no widget), so they are tested without a
