@@ -57,7 +57,7 @@ def _guard_panel(summary: pd.DataFrame | None = None) -> None:
     g1, g2, g3, g4 = st.columns(4)
     g1.metric("Calls stored", num(int(summary["calls"].sum())))
     bad = summary[summary["status"] != "ok"]
-    g2.metric("Failed or invalid calls", num(int(bad["calls"].sum()) if len(bad) else 0))
+    g2.metric("Failed or unparsed calls", num(int(bad["calls"].sum()) if len(bad) else 0))
     g3.metric("Retries", num(int(summary["retries"].fillna(0).sum())))
     g4.metric("Distinct payloads per candidate (min)",
               num(int(judged["distinct_payloads"].min()))
