@@ -98,7 +98,8 @@ def audit_estimate(settings: Mapping[str, Any], *, frozen_model: str,
     settings : mapping
         The audit's settings: ``screener`` (kind, model, prompt, system, max_tokens,
         latency_ms), ``prices``, ``concurrency``, ``max_calls_per_pair``, ``rpm``, and the
-        latency: ``preflight_latency_s`` (measured) or ``latency_s`` (typed).
+        latency: ``preflight_latency_s`` (measured), the simulated screener's ``latency_ms``,
+        or ``latency_s`` (typed), in that order; else :data:`DEFAULT_LATENCY_S`.
     frozen_model : str
         The model the screener calls unless the screener names another.
     candidates : DataFrame or int
@@ -188,12 +189,12 @@ def audit_estimate(settings: Mapping[str, Any], *, frozen_model: str,
     if measured is not None:
         latency = float(measured)
         sources["latency"] = f"{latency:.2f} s a call, measured by the pre-flight"
-    elif typed is not None:
-        latency = float(typed)
-        sources["latency"] = f"{latency:.2f} s a call, typed on the Sample page"
     elif kind == "simulated":
         latency = float(scr.get("latency_ms", 0) or 0) / 1000.0
         sources["latency"] = f"{latency:.2f} s a call, the simulated screener's setting"
+    elif typed is not None:
+        latency = float(typed)
+        sources["latency"] = f"{latency:.2f} s a call, typed on the Sample page"
     else:
         latency = DEFAULT_LATENCY_S
         sources["latency"] = (f"{latency:.2f} s a call, a default until the pre-flight "

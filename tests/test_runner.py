@@ -917,3 +917,36 @@ def test_the_cli_says_which_host_receives_the_key_before_the_first_call(tmp_path
             in res.stderr)
     assert "worst case: 32 calls" in res.stderr         # 4 pairs × max_calls_per_pair 8
     assert server.arrivals == 0 and SECRET not in res.stderr
+
+
+# ---------------------------------------------------------------------------- one estimate
+def test_the_audit_estimate_states_its_sources_and_the_worst_case():
+    from core.estimate import audit_estimate
+    cands = pd.DataFrame({"candidate_id": ["a", "b"], "application": ["x" * 400, "y" * 800]})
+    settings = {"screener": {"kind": "openai-chat", "base_url": "http://127.0.0.1:1/v1",
+                             "prompt": "{application}", "system": "", "max_tokens": 100},
+                "prices": {"m-1": {"input": 1.0, "output": 4.0}}, "max_calls_per_pair": 3,
+                "concurrency": 2}
+    est = audit_estimate(settings, frozen_model="m-1", criteria=RUBRIC, candidates=cands,
+                         runs=5, completed={("a", 1)})
+    assert est.calls == 9 and est.whole_calls == 10
+    per_in = (0 + 600) / 4                              # mean application, no template text
+    assert est.input_tokens == 9 * per_in and est.output_tokens == 9 * 78
+    assert est.cost == pytest.approx((9 * per_in * 1.0 + 9 * 78 * 4.0) / 1e6)
+    assert est.worst_calls == 27
+    assert est.worst_cost == pytest.approx((27 * per_in * 1.0 + 27 * 100 * 4.0) / 1e6)
+    assert est.wall_time_s == 5 * 2.0                   # ⌈9 / 2⌉ × the 2 s default
+    assert "a default until the pre-flight measures it" in est.sources["latency"]
+    assert "from the applications" in est.sources["input tokens"]
+    typed = audit_estimate({**settings, "latency_s": 3.0}, frozen_model="m-1",
+                           criteria=RUBRIC, candidates=cands, runs=5)
+    assert typed.wall_time_s == 5 * 3.0 and "typed" in typed.sources["latency"]
+    measured = audit_estimate({**settings, "latency_s": 3.0, "preflight_latency_s": 0.5},
+                              frozen_model="m-1", criteria=RUBRIC, candidates=cands, runs=5)
+    assert measured.wall_time_s == 5 * 0.5 and "measured" in measured.sources["latency"]
+    sim = audit_estimate({"screener": {"kind": "simulated", "latency_ms": 200},
+                          "latency_s": 9.0}, frozen_model="m-1", criteria=RUBRIC,
+                         candidates=40, runs=15)
+    assert sim.cost == 0.0 and sim.calls == 600 and sim.wall_time_s == 75 * 0.2
+    assert "assumed 1,500" in sim.sources["input tokens"]
+    assert "no paid call" in sim.sources["cost"]
