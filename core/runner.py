@@ -570,6 +570,9 @@ def breaker_paragraph(why: str, failures: Mapping[str, int],
     total = sum(failures.values())
     label = _KIND_LABELS.get(kind, kind)
     fix = _FIXES.get(kind, _FIX_ERROR)
+    if kind.startswith("HTTP 4"):
+        fix = ("what the harness sends, as the server's message says (the model id, sampling "
+               "parameters, response_format / schema_style, max_tokens, or api_key_env)")
     sample = excerpt(examples.get(kind, ""), 160) or "(empty)"
     return (f"Stopped by the circuit breaker: {why}, so the screener is failing "
             f"systematically and further calls would be spent for nothing. Most failures are "
