@@ -950,3 +950,33 @@ def test_the_audit_estimate_states_its_sources_and_the_worst_case():
     assert sim.cost == 0.0 and sim.calls == 600 and sim.wall_time_s == 75 * 0.2
     assert "assumed 1,500" in sim.sources["input tokens"]
     assert "no paid call" in sim.sources["cost"]
+
+
+def test_a_default_openai_config_runs_to_a_report_that_shows_the_invalid_rate(tmp_path,
+                                                                              server):
+    """The issue's 'done when': a default config with criteria maxima, an OpenAI-compatible
+    server whose answers are sometimes unusable → a finished audit, and the report (a second
+    command) gives the invalid-answer rate."""
+    server.set(pmalformed=0.35)
+    cfg = _write_config(tmp_path, server.url, 3, 6)
+    text = cfg.read_text().replace('kind = "http-json"', 'kind = "openai-chat"').replace(
+        f'url = "{server.url}/score"', f'base_url = "{server.url}/v1"').replace(
+        'model_path = "model"\n', "").replace('api_key_env = "FAKE_SCREENER_KEY"\n', "")
+    cfg.write_text(text)
+    db = tmp_path / "r.duckdb"
+    res = _cli(cfg, db)
+    assert res.returncode == 0, res.stderr
+    assert "invalid answers:" in res.stderr
+    assert server.log[0].body["response_format"]["type"] == "json_schema"
+    rep = subprocess.run([sys.executable, "-m", "core", "report", "--db", str(db), "--audit",
+                          "kill", "--format", "text"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert rep.returncode == 0, rep.stderr
+    section = rep.stdout[rep.stdout.index("INVALID ANSWERS"):]
+    s = Store(db, read_only=True)
+    calls = s.load_calls("kill")
+    s.close()
+    n_bad = int((calls["status"] == "parse_error").sum())
+    n_answers = int(calls["status"].isin(["ok", "parse_error"]).sum())
+    assert n_bad > 0, (calls["status"].value_counts(), section)
+    assert f"invalid answers: {n_bad} of {n_answers} answers" in section
