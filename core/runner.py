@@ -93,6 +93,12 @@ DETERMINISM_MESSAGE = (
     "turn off the result cache (distinct request ids, no result-level cache) or, for a "
     "deterministic screener, the audit is not needed.")
 
+MODEL_MESSAGE = (
+    "Pre-flight: the server reports the model '{reported}', not the frozen '{frozen}': every "
+    "draw would be a second population and be left out of the statistics. Freeze the id the "
+    "server reports ([harness] model; for llama.cpp's server, the name given with --alias) in "
+    "a new audit.")
+
 
 # ============================================================================ options, prices
 @dataclass(frozen=True)
@@ -843,6 +849,11 @@ class Runner:
                 and int(row["distinct_payloads"].iloc[0]) == 1:
             return GuardError(DETERMINISM_MESSAGE.format(
                 n=int(row["calls_with_payload"].iloc[0]), cid=cid))
+        with self._lock:
+            reported = sorted(self._models)
+        if reported and self.frozen_model and self.frozen_model not in reported:
+            return GuardError(MODEL_MESSAGE.format(reported="', '".join(reported),
+                                                   frozen=self.frozen_model))
         return None
 
     # ------------------------------------------------------------------ driving

@@ -261,6 +261,17 @@ def test_preflight_never_gives_a_candidate_more_runs_than_the_audit(store, serve
     assert set(draws_per_candidate(store, "p2").values()) == {2}
 
 
+def test_a_server_reporting_another_model_from_the_start_stops_at_the_preflight(store,
+                                                                               server):
+    """llama.cpp's server reports its --alias (or the file name), not the id sent: caught by
+    the pre-flight, before the whole run is spent on a second population."""
+    server.set(model="qwen2.5-0.5b-instruct-q4_k_m.gguf")
+    make_audit(store, "mm")
+    with pytest.raises(GuardError, match="reports the model 'qwen2.5-0.5b-instruct-q4_k_m.gguf'"):
+        run(store, "mm", http_screener(server), preflight=True)
+    assert len(server.log) == 3
+
+
 def test_a_different_reported_model_is_a_second_population(store, server):
     server.set(switch_model_after=12, switch_model="fake-model-1-2026-02-01")
     make_audit(store, "d")
