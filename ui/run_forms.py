@@ -451,8 +451,7 @@ def render_screener_form(store: Any, audit_id: str, settings: Mapping[str, Any],
         if kind == "simulated":
             values["latency_ms"] = c1.number_input(
                 "Simulated latency per call (ms)", min_value=0, step=50,
-                value=_int(cur.get("latency_ms", 0), 0), key=k("latency_ms"),
-                help="What the estimate uses too; 0 unless saved otherwise.")
+                value=_int(cur.get("latency_ms", 0), 0), key=k("latency_ms"))
         if kind in HTTP_KINDS:
             values["api_key_env"] = c1.text_input(
                 "API key variable (its name, not the key)",
