@@ -22,12 +22,21 @@ The engine (:class:`Runner`) drives a screener adapter (:mod:`core.screeners`) o
   but the provider may bill that call twice.
 * **Stop** cancels the in-flight calls, records them as ``cancelled`` and flushes the writer:
   the store is consistent at every moment.
-* A call that fails after its retries, or whose answer does not parse, is recorded (with the
-  raw payload) and never becomes a draw; the pair gets a new call, with a new request id, up to
-  ``max_calls_per_pair`` calls.
+* A call that fails after its retries, or whose answer is invalid (a parse error, a score out
+  of range, an answer truncated by ``max_tokens``, a refusal — each recorded as its own status),
+  is recorded (with the raw payload) and never becomes a draw; by ``on_invalid`` the pair gets a
+  new call (a new request id), up to ``max_calls_per_pair`` calls in the session, pre-flight
+  included.
+* **Bounded**: each call has a total deadline (``call_deadline_s``, a dripping server trips it),
+  a response size cap (streamed) and a total retry wait (``retry_wait_total_s``); the run has a
+  deadline (``run_deadline_s``); options are range-checked before anything is allocated.
+* **Circuit breaker**: when ``breaker_fail_share`` of the first ``breaker_first_calls`` finished
+  calls fail, or ``breaker_consecutive`` in a row, the run stops and says in one paragraph which
+  failure kind dominates, shows one raw answer and names the setting most likely to fix it.
 
-Guards (SPEC §3.1, §3.3): side-effect clearance before any call (:class:`GuardError`); the
-3-run determinism pre-flight; :func:`cache_verdict` ("a cache test, not a variance test");
+Guards (SPEC §3.1, §3.3): side-effect clearance before any call (:class:`GuardError`), and the
+answer format / output limit / invalid policy the sheet froze; the 3-run determinism pre-flight
+(which also stops a server that reports another model than the frozen one); :func:`cache_verdict` ("a cache test, not a variance test");
 :func:`model_populations` (reported model ≠ frozen model → a second population).
 
 For the app: :class:`RunHandle` runs the engine in a background thread (never touching

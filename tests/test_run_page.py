@@ -262,6 +262,10 @@ def test_price_table_edit_is_saved_and_drives_the_estimated_cost(db, server):
      "'API key variable' takes the name of an environment variable"),
     ("variable not set", {"key_env": "RUNPAGE_UNSET_VARIABLE"},
      "the API key variable 'RUNPAGE_UNSET_VARIABLE' is not set"),
+    ("plain http to another host", {"base_url": "http://10.1.2.3:8080/v1"},
+     "'base_url' uses plain http:// to 10.1.2.3"),
+    ("credentials in the URL", {"base_url": "https://u:pw@api.example.com/v1"},
+     "'base_url' carries credentials"),
 ])
 def test_form_error_is_a_sentence_and_saves_nothing(db, server, case, fields, says):
     audit_id = f"rp-err-{abs(hash(case)) % 10_000}"
