@@ -36,8 +36,9 @@ The engine (:class:`Runner`) drives a screener adapter (:mod:`core.screeners`) o
 
 Guards (SPEC §3.1, §3.3): side-effect clearance before any call (:class:`GuardError`), and the
 answer format / output limit / invalid policy the sheet froze; the 3-run determinism pre-flight
-(which also stops a server that reports another model than the frozen one); :func:`cache_verdict` ("a cache test, not a variance test");
-:func:`model_populations` (reported model ≠ frozen model → a second population).
+(which also stops a server that reports another model than the frozen one);
+:func:`cache_verdict` ("a cache test, not a variance test"); :func:`model_populations`
+(reported model ≠ frozen model → a second population).
 
 For the app: :class:`RunHandle` runs the engine in a background thread (never touching
 streamlit) with ``start()``, ``stop()``, ``status()``; :func:`registry` is the process-wide
