@@ -52,7 +52,7 @@ from core.screeners.registry import (
 )
 
 __all__ = ["SAMPLE_COLUMNS", "AuditConfig", "load_config", "load_sample", "parse_config",
-           "save_audit"]
+           "prompt_overhead_chars", "save_audit"]
 
 SAMPLE_COLUMNS = ["candidate_id", "stratum", "first_pass_score", "application"]
 _SECTIONS = {"audit", "harness", "criteria", "screener", "run", "prices"}
@@ -124,11 +124,22 @@ class AuditConfig:
                               base_dir=self.base_dir, allow_code=allow_code)
 
     def settings(self) -> dict[str, Any]:
-        """Audit settings to store (no secrets: the key's variable *name* at most)."""
-        screener = {k: v for k, v in self.screener_options.items()
-                    if k not in ("prompt", "system")}
+        """Audit settings to store (no secrets: the key's variable *name* at most).
+
+        The call limits go with them, so the app runs the audit as the config says; and, for
+        chat screeners, the length of the rendered templates (``prompt_overhead_chars``), so
+        the app's estimate and the command line's are one and the same."""
+        screener = dict(self.screener_options)
         screener["kind"] = self.screener_kind
+        extra: dict[str, Any] = {}
+        if self.screener_kind in ("openai-chat", "anthropic"):
+            extra["prompt_overhead_chars"] = prompt_overhead_chars(
+                self.screener_options, self.criteria, self.base_dir)
         return {
+            **extra,
+            "timeout_s": self.options.timeout_s,
+            "max_retries": self.options.max_retries,
+            "rpm": self.options.rpm,
             "cutoff": self.cutoff,
             "applications_per_req": self.applications_per_req,
             "runs": self.options.runs,
@@ -145,6 +156,22 @@ class AuditConfig:
         if self.sample_path is None:
             raise InputError("no sample given: set sample = \"sample.csv\" in [run]")
         return load_sample(self.sample_path, max_application_bytes=self.max_application_bytes)
+
+
+def prompt_overhead_chars(options: Mapping[str, Any], criteria: tuple[Criterion, ...],
+                          base_dir: str | Path = ".") -> int:
+    """Characters of the system and prompt templates rendered without an application (the
+    part of every call's input that is not the application)."""
+    from core.screeners.base import render_template, rubric_text
+    from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
+    from core.screeners.registry import _text
+
+    base = Path(base_dir)
+    prompt = _text(options, "prompt_template", "prompt", base, DEFAULT_PROMPT) or ""
+    system = _text(options, "system_template", "system", base, DEFAULT_SYSTEM) or ""
+    values = {"rubric": rubric_text(tuple(criteria)), "application": "", "candidate_id": "",
+              "request_id": "0" * 32}
+    return len(render_template(prompt, values)) + len(render_template(system, values))
 
 
 def load_config(path: str | Path) -> AuditConfig:

@@ -143,7 +143,9 @@ def audit_estimate(settings: Mapping[str, Any], *, frozen_model: str,
     else:
         left = whole
     # ---- tokens
-    if kind in _LLM_KINDS:
+    if kind in _LLM_KINDS and settings.get("prompt_overhead_chars") is not None:
+        overhead = int(settings["prompt_overhead_chars"])   # a config's template files
+    elif kind in _LLM_KINDS:
         values = {"rubric": rubric_text(tuple(criteria)), "application": "",
                   "candidate_id": "", "request_id": "0" * 32}
         prompt = str(scr.get("prompt") or DEFAULT_PROMPT)

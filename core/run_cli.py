@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from core.config import AuditConfig, load_config, save_audit
 from core.errors import AuditError
+from core.estimate import audit_estimate
 from core.format import term_escape
 from core.invalid import describe as invalid_lines
 from core.invalid import invalid_answers
@@ -32,7 +33,6 @@ from core.runner import (
     RunHandle,
     RunStatus,
     cache_verdict,
-    estimate_run,
     model_populations,
 )
 from core.screeners.base import scrub
@@ -88,11 +88,15 @@ def progress_line(st: RunStatus, width: int = 30) -> str:
 
 def _print_estimate(cfg: AuditConfig, screener: Any, store: Store, out: TextIO,
                     latency: float | None = None) -> None:
-    est = estimate_run(screener, store.get_candidates(cfg.audit_id), cfg.options.runs,
-                       completed=store.completed_pairs(cfg.audit_id),
-                       concurrency=cfg.options.concurrency, latency_s=latency,
-                       prices=cfg.prices, rpm=cfg.options.rpm,
-                       max_calls_per_pair=cfg.options.max_calls_per_pair)
+    # the app's estimate of the same audit: one function, the stored settings
+    settings = dict(store.get_audit(cfg.audit_id)["settings"])
+    settings.update({"runs": cfg.options.runs, "concurrency": cfg.options.concurrency})
+    if latency is not None:
+        settings["preflight_latency_s"] = latency
+    est = audit_estimate(settings, frozen_model=cfg.sheet.model, criteria=cfg.criteria,
+                         candidates=store.get_candidates(cfg.audit_id), runs=cfg.options.runs,
+                         completed=store.completed_pairs(cfg.audit_id),
+                         concurrency=cfg.options.concurrency)
     cost = "unknown" if est.cost is None else f"${est.cost:,.2f}"
     wall = "unknown" if est.wall_time_s is None else format_duration(est.wall_time_s)
     print(f"estimate: {est.calls} calls, ~{est.input_tokens:,} input and "
@@ -102,6 +106,8 @@ def _print_estimate(cfg: AuditConfig, screener: Any, store: Store, out: TextIO,
     print(f"worst case: {est.worst_calls:,} calls{worst} (every pair using its "
           f"max_calls_per_pair = {cfg.options.max_calls_per_pair} calls, every answer "
           "max_tokens long)", file=out)
+    for name, source in est.sources.items():
+        print(f"  {name}: {source}", file=out)
     for note in est.notes:
         print(f"  note: {note}", file=out)
 

@@ -452,3 +452,25 @@ def test_invalid_answer_rates_on_the_criteria_page_and_in_every_report_format(db
     assert f"{inv.invalid} of {inv.answered} answers" in caption
     assert "Per candidate:" in caption
     assert any("lower bound" in _plain(w.value) for w in at.warning)
+
+
+def test_the_command_line_and_the_run_page_give_the_same_estimate(db):
+    """One estimate: `run --estimate` on a config and the Run page of the audit it saved show
+    the same calls, tokens and worst case (template files and applications measured alike)."""
+    import os
+    import subprocess
+    res = subprocess.run([sys.executable, "-m", "core", "run", "--config",
+                          str(ROOT / "examples" / "audit-openai.toml"), "--db", str(db),
+                          "--estimate"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    line = next(x for x in res.stderr.splitlines() if x.startswith("estimate:"))
+    calls, tin, tout = re.search(r"estimate: (\d+) calls, ~([\d,]+) input and ~([\d,]+) output",
+                                 line).groups()
+    worst = re.search(r"worst case: ([\d,]+) calls", res.stderr).group(1)
+    at = _open(_app_on("eng-2291-qwen"), "run")
+    m = _metrics(at)
+    assert (m["Calls to make"], m["Input tokens"], m["Output tokens"]) == (calls, tin, tout)
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert f"Worst case: {worst} calls" in caption
+    assert "from the applications and the prompt" in caption
