@@ -568,7 +568,7 @@ _FIX_ERROR = ("[run] timeout_s, concurrency or rpm, or the server itself (base_u
 def _error_kind(failure: CallFailed) -> str:
     """A call that got no usable answer, by kind: ``HTTP 503``, ``timeout or connection``, or
     ``error`` (an adapter failure)."""
-    if failure.status:
+    if failure.status and failure.status >= 400:
         return f"HTTP {failure.status}"
     if failure.retryable:
         return "timeout or connection"

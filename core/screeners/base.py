@@ -398,6 +398,10 @@ def _rejection_hint(status: int, text: str, body: Any) -> str:
         return (" — the server rejects the structured-answer request: set [screener] "
                 "schema_style to the shape it accepts (\"openai\", \"json-object-schema\", "
                 "\"ollama\") or response_format = \"json_object\"")
+    if "context" in low and any(w in low for w in ("exceed", "too long", "size", "length")):
+        return (" — the prompt and the output limit do not fit the model's context: lower "
+                "[screener] max_tokens, shorten the prompt, or give the server a larger "
+                "context")
     if "max_tokens" in low or "max_completion_tokens" in low:
         return " — the server rejects the output limit: change [screener] max_tokens"
     return ""
