@@ -818,6 +818,7 @@ class Runner:
             raise GuardError("No call was made: " + "; ".join(blockers))
         # what the sheet froze about the answers must be what this run asks for
         asked = {"response_format": getattr(self.screener, "response_format", None),
+                 "answer_schema": getattr(self.screener, "schema", None),
                  "max_tokens": getattr(self.screener, "max_tokens", None),
                  "on_invalid": self.options.on_invalid}
         for key, value in asked.items():

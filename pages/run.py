@@ -117,6 +117,18 @@ with tab_run:
             if forms.render_screener_form(store, audit_id, settings, sheet, secrets):
                 settings = store.get_audit(audit_id)["settings"]
         kind, options = forms.saved_screener(settings)
+        if not has_draws and not active:
+            # the sheet freezes what the saved screener is asked to answer (format, schema from
+            # the current criteria, output limit, invalid policy): kept in step until the
+            # first draw, e.g. after the criteria were edited on the Freeze page
+            try:
+                synced = forms.frozen_answer_sheet(sheet, kind, options,
+                                                   forms.saved_limits(settings)["on_invalid"])
+            except AuditError:
+                synced = sheet
+            if synced.hash != sheet.hash:
+                store.save_audit(audit_id, synced.to_dict(), synced.hash)
+                sheet = synced
 
     ready = sheet is not None and not sheet.blockers() and len(candidates) > 0
     if sheet is not None and sheet.blockers():

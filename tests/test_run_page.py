@@ -474,3 +474,27 @@ def test_the_command_line_and_the_run_page_give_the_same_estimate(db):
     caption = " ".join(_plain(c.value) for c in at.caption)
     assert f"Worst case: {worst} calls" in caption
     assert "from the applications and the prompt" in caption
+
+
+def test_the_sheet_follows_criteria_edited_after_the_screener_was_saved(db, server):
+    """Criteria maxima changed on the Freeze page after the screener was saved: before the
+    first draw the Run page re-freezes the schema from the current criteria."""
+    import dataclasses
+
+    from core.freeze import Criterion
+    audit_id = "rp-resync"
+    _make_audit(db, audit_id)
+    _fill_openai_form(_open(_app_on(audit_id), "run"), audit_id, base_url=server.url + "/v1")
+    store = _store()
+    frozen = store.get_audit(audit_id)["freeze"]
+    assert frozen["answer_schema"]["properties"]["experience"]["maximum"] == 20
+    sheet = dataclasses.replace(
+        demo_freeze_sheet(), criteria=(Criterion("technical_skills", 35.0),
+                                       Criterion("experience", 40.0)),
+        **{k: frozen[k] for k in ("response_format", "schema_style", "answer_schema",
+                                  "max_tokens", "on_invalid")})
+    store.save_audit(audit_id, sheet.to_dict(), sheet.hash)   # what the Freeze page would save
+    _open(_app_on(audit_id), "run")
+    schema = _store().get_audit(audit_id)["freeze"]["answer_schema"]
+    assert schema["required"] == ["technical_skills", "experience"]
+    assert schema["properties"]["experience"]["maximum"] == 40

@@ -991,3 +991,16 @@ def test_a_default_openai_config_runs_to_a_report_that_shows_the_invalid_rate(tm
     n_answers = int(calls["status"].isin(["ok", "parse_error"]).sum())
     assert n_bad > 0, (calls["status"].value_counts(), section)
     assert f"invalid answers: {n_bad} of {n_answers} answers" in section
+
+
+def test_a_run_that_would_send_another_schema_than_the_frozen_one_is_refused(store, server):
+    import dataclasses
+    sheet = make_audit(store, "stale")
+    scr = chat(server, sheet)
+    stale = dataclasses.replace(sheet, response_format="json_schema",
+                                answer_schema={"type": "object", "properties": {}},
+                                max_tokens=512, on_invalid="recall")
+    store.save_audit("stale", stale.to_dict(), stale.hash)
+    with pytest.raises(GuardError, match="answer_schema"):
+        run(store, "stale", scr)
+    assert server.arrivals == 0
