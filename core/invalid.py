@@ -195,6 +195,16 @@ def describe(d: dict[str, Any] | None, limit: int = 5) -> list[str]:
         lines.append("per candidate: no candidate had an invalid answer")
     lines.append(f"re-calls of invalid answers: {num(d['recalls'])} of {num(d['calls'])} calls "
                  f"({pct(d['recall_share'], 1) if d['recall_share'] is not None else '—'})")
+    req = d.get("requested") or {}
+    if req:
+        fmt = req.get("response_format")
+        style = f" ({req['schema_style']} shape)" if req.get("schema_style") else ""
+        lines.append("answers requested as " + (
+            "the rubric's strict JSON schema" + style if fmt == "json_schema" else
+            "any JSON object" if fmt == "json_object" else
+            "free text" if fmt == "none" else "—")
+            + (f", at most {num(req['max_tokens'])} output tokens" if req.get("max_tokens")
+               else ""))
     if d["warning"]:
         lines.append("WARNING: " + d["warning"])
     return lines

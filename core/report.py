@@ -120,7 +120,10 @@ def report_dict(result: AuditResult, *, cutoff: float | None = None,
                      "k": s.k if k is None else k, "comparison": s.comparison},
         "scope": scope_line(result),
         "invalid_answers": (None if getattr(result, "invalid", None) is None
-                            else result.invalid.to_dict()),
+                            else {**result.invalid.to_dict(),
+                                  "requested": {k: result.freeze.get(k) for k in (
+                                      "response_format", "schema_style", "max_tokens")
+                                      if result.freeze.get(k) is not None}}),
         "invalidated_by": invalidated_by(result),
         "not_established": list(NOT_ESTABLISHED),
     }
