@@ -1004,3 +1004,21 @@ def test_a_run_that_would_send_another_schema_than_the_frozen_one_is_refused(sto
     with pytest.raises(GuardError, match="answer_schema"):
         run(store, "stale", scr)
     assert server.arrivals == 0
+
+
+def test_the_cli_stops_a_prose_screener_with_the_breaker_paragraph(tmp_path, server):
+    server.set(answer="prose")
+    cfg = _write_config(tmp_path, server.url, 15, 12)
+    text = cfg.read_text().replace('kind = "http-json"', 'kind = "openai-chat"').replace(
+        f'url = "{server.url}/score"', f'base_url = "{server.url}/v1"\n'
+        'response_format = "json_object"').replace('model_path = "model"\n', "").replace(
+        'api_key_env = "FAKE_SCREENER_KEY"\n', "")
+    cfg.write_text(text)
+    res = _cli(cfg, tmp_path / "b.duckdb")
+    assert res.returncode == 1, res.stderr
+    assert "Stopped by the circuit breaker: 15 calls in a row failed" in res.stderr, \
+        res.stderr[-1500:]
+    assert "Most failures are parse error" in res.stderr and "response_format" in res.stderr
+    assert server.arrivals <= 24 and "Traceback" not in res.stderr
+    assert "invalid answers: 15 of 15 answers (100.0%); parse error 15" in res.stderr
+    assert "Pairs without a draw:" in res.stderr and "not called" in res.stderr
