@@ -85,7 +85,7 @@ RESPONSE_FORMAT_LABELS = {
 SCHEMA_STYLE_LABELS = {
     "openai": "OpenAI shape: OpenAI, vLLM, llama.cpp server, Ollama /v1",
     "json-object-schema": "json_object + schema: llama-cpp-python",
-    "ollama": "format field: Ollama's native shape",
+    "ollama": "format field: Ollama's native API (its /v1 takes the OpenAI shape)",
 }
 ON_INVALID_LABELS = {
     "recall": "call again (draws then conditioned on validity; counted)",

@@ -13,7 +13,13 @@ server family expects (the ``schema_style`` setting — never a guess):
     ``response_format = {"type": "json_object", "schema": …}`` — llama-cpp-python's server
     (llama-server accepts it too).
 ``ollama``
-    ``format = <schema>`` — Ollama's native field.
+    ``format = <schema>`` — Ollama's native field (its ``/v1`` endpoint takes the ``openai``
+    shape; llama.cpp's server ignores ``format`` silently).
+
+Measured on llama.cpp's server (docs/REAL_MODEL.md on the ``model`` branch): both the ``openai``
+and the ``json-object-schema`` shapes become a grammar; ``integer`` bounds are enforced by it,
+``number`` bounds are not — so the range check after parsing stays (an out-of-range answer is
+an invalid answer of its own kind).
 
 With ``response_format = "json_object"`` only ``{"type": "json_object"}`` is sent (the model
 chooses the keys); with ``"none"`` nothing. Anthropic gets the same schema as the
