@@ -498,3 +498,20 @@ def test_the_sheet_follows_criteria_edited_after_the_screener_was_saved(db, serv
     schema = _store().get_audit(audit_id)["freeze"]["answer_schema"]
     assert schema["required"] == ["technical_skills", "experience"]
     assert schema["properties"]["experience"]["maximum"] == 40
+
+
+def test_the_simulated_latency_field_and_the_estimate_agree_before_saving(db):
+    """The form shows the latency the run will use, and the estimate says where it comes
+    from: no '200 ms' in the field beside '0.0 s' in the estimate."""
+    audit_id = "rp-simlat"
+    _make_audit(db, audit_id)
+    at = _open(_app_on(audit_id), "run")
+    field = at.number_input(key=f"scr-{audit_id}-simulated-latency_ms")
+    assert field.value == 0
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert "0.00 s a call, the simulated screener's setting" in caption
+    field.set_value(300)
+    _button(at, "Save the screener").click().run()
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert "0.30 s a call, the simulated screener's setting" in caption
+    assert _metrics(at)["Wall time"] == "1.2 s"     # ⌈8 candidates × 4 runs / 8⌉ × 0.3 s
