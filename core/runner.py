@@ -664,6 +664,7 @@ class Runner:
         self._failures: dict[str, int] = {}
         self._outcomes: list[bool] = []      # True = failed, per finished call, in order
         self._streak = 0
+        self._window = int(self.options.breaker_first_calls)   # narrowed for a small run
         self._breaker_msg: str | None = None
         self._deadline_hit = False
         self._example: dict[str, str] = {}   # kind → one raw answer (or error) of that kind
@@ -722,6 +723,10 @@ class Runner:
         done = len(all_pairs & completed)
         self._update(force=True, state="preflight" if self.options.preflight else "running",
                      total=len(all_pairs), done=done)
+        # a run with fewer pairs left than the breaker's first-calls window is judged on its
+        # first call of each pair (at least 5), not never
+        self._window = min(int(self.options.breaker_first_calls),
+                           max(5, len(all_pairs) - done))
         self._apps = apps
         writer = _Writer(self.store, self.audit_id, self.options.batch_rows,
                          self.options.flush_s)
@@ -1097,9 +1102,9 @@ class Runner:
             return None
         self._outcomes.append(failed)
         self._streak = self._streak + 1 if failed else 0
-        first = self._outcomes[:opts.breaker_first_calls]
+        first = self._outcomes[:self._window]
         why = None
-        if len(self._outcomes) == opts.breaker_first_calls and \
+        if len(self._outcomes) == self._window and \
                 sum(first) >= opts.breaker_fail_share * len(first):
             why = (f"{sum(first)} of the first {len(first)} calls failed "
                    f"(breaker_fail_share = {opts.breaker_fail_share:g})")

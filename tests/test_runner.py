@@ -1022,3 +1022,15 @@ def test_the_cli_stops_a_prose_screener_with_the_breaker_paragraph(tmp_path, ser
     assert server.arrivals <= 24 and "Traceback" not in res.stderr
     assert "invalid answers: 15 of 15 answers (100.0%); parse error 15" in res.stderr
     assert "Pairs without a draw:" in res.stderr and "not called" in res.stderr
+
+
+def test_a_small_run_against_a_failing_server_is_judged_on_its_first_calls(store, server):
+    """6 pairs (fewer than the 20-call window) against a server that always fails: the breaker
+    judges the first call of each pair instead of letting every pair spend its calls."""
+    server.set(status_override=503)
+    make_audit(store, "small", k=3)
+    st = run(store, "small", http_screener(server), runs=2, concurrency=1, max_retries=0,
+             max_calls_per_pair=3)
+    assert st.state == "stopped" and st.breaker
+    assert "6 of the first 6 calls failed" in st.breaker
+    assert st.calls == 6 and "HTTP 503" in st.breaker
