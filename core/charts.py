@@ -22,7 +22,7 @@ import plotly.io as pio
 from core.band import Band
 
 __all__ = ["criteria_chart", "draws_strip", "pool_histogram", "flip_curve_chart",
-           "VERDICT_COLOURS"]
+           "pass_rate_scatter", "disagreement_curves", "VERDICT_COLOURS"]
 
 VERDICT_COLOURS = {"WORKING": "#2a9d8f", "NOISY": "#e76f51", "DEAD": "#8d99ae", "": "#264653"}
 _TEMPLATE: dict[str, Any] = pio.templates["plotly_white"].to_plotly_json()
@@ -151,3 +151,59 @@ def flip_curve_chart(curve: pd.DataFrame, cutoff: float) -> go.Figure:
         yaxis2=dict(title=dict(text="mean disagreement"), overlaying="y", side="right",
                     rangemode="tozero"),
         legend=dict(orientation="h", y=-0.2))
+
+
+def pass_rate_scatter(candidate_ids: np.ndarray, rate_a: np.ndarray, rate_b: np.ndarray,
+                      cutoff: float, max_ids: int = 6) -> go.Figure:
+    """Each candidate's share of passing draws in audit A (x) against audit B (y).
+
+    Candidates with the same pair of pass rates are drawn as one marker sized by their count
+    (pass rates are fractions of the runs, so many coincide at 0 and 1); the hover names up to
+    ``max_ids`` of them, escaped. Points off the corners flip in that audit; points moving
+    towards a corner flip less in B. ``Scattergl`` beyond 1,000 distinct points.
+    """
+    ids = _safe(candidate_ids)
+    a = np.round(np.asarray(rate_a, dtype="float64"), 9)
+    b = np.round(np.asarray(rate_b, dtype="float64"), 9)
+    keys, inv, counts = np.unique(np.stack([a, b], axis=1), axis=0, return_inverse=True,
+                                  return_counts=True)
+    inv = np.asarray(inv).reshape(-1)
+    labels = []
+    for g in range(len(keys)):
+        members = ids[inv == g]
+        more = f" … and {len(members) - max_ids} more" if len(members) > max_ids else ""
+        labels.append(", ".join(members[:max_ids]) + more)
+    flips = ((keys[:, 0] > 0) & (keys[:, 0] < 1)) | ((keys[:, 1] > 0) & (keys[:, 1] < 1))
+    kind = "scattergl" if len(keys) > 1000 else "scatter"
+    data = [dict(type=kind, x=keys[:, 0], y=keys[:, 1], mode="markers",
+                 name="candidates (size = how many)",
+                 marker=dict(size=8 + 4 * np.sqrt(counts), sizemode="diameter",
+                             color=np.where(flips, "#e76f51", "rgba(38,70,83,0.55)"),
+                             line=dict(width=1, color="white")),
+                 customdata=np.stack([np.array(labels, dtype=object), counts], axis=1),
+                 hovertemplate="A %{x:.0%} · B %{y:.0%} pass<br>%{customdata[1]} "
+                               "candidate(s): %{customdata[0]}<extra></extra>"),
+            dict(type="scatter", x=[0, 1], y=[0, 1], mode="lines", name="no change",
+                 line=dict(color="#8d99ae", dash="dot"), hoverinfo="skip")]
+    return _figure(data, title=dict(text=f"Pass rate at {cutoff:g}, A vs B"),
+                   xaxis=dict(title=dict(text="pass rate in A (before)"), tickformat=".0%",
+                              range=[-0.05, 1.05]),
+                   yaxis=dict(title=dict(text="pass rate in B (after)"), tickformat=".0%",
+                              range=[-0.05, 1.05]),
+                   legend=dict(orientation="h", y=-0.25))
+
+
+def disagreement_curves(curve_a: pd.DataFrame, curve_b: pd.DataFrame, cutoff: float
+                        ) -> go.Figure:
+    """Mean two-draw disagreement against the cutoff in A and in B, the cutoff marked."""
+    return _figure(
+        [dict(type="scatter", x=curve_a["cutoff"], y=curve_a["mean_disagreement"],
+              mode="lines", name="A (before)", line=dict(color="#e76f51")),
+         dict(type="scatter", x=curve_b["cutoff"], y=curve_b["mean_disagreement"],
+              mode="lines", name="B (after)", line=dict(color="#2a9d8f"))],
+        shapes=[_vline(cutoff)],
+        title=dict(text="Disagreement vs cutoff"),
+        xaxis=dict(title=dict(text="cutoff")),
+        yaxis=dict(title=dict(text="mean two-draw disagreement"), tickformat=".0%",
+                   rangemode="tozero"),
+        legend=dict(orientation="h", y=-0.25))

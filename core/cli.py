@@ -117,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("audits", help="list the audits in a database")
     p.add_argument("--db", default=DEFAULT_DB)
 
+    _add_compare_parser(sub)
+
     for mod, adder in (("core.run_cli", "add_run_parser"), ("core.drift_cli",
                                                              "add_drift_parser")):
         try:
@@ -125,6 +127,62 @@ def build_parser() -> argparse.ArgumentParser:
         except ImportError:
             pass
     return parser
+
+
+def _add_compare_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "compare", help="did the fix work? compare two audits of the same req",
+        description="Audit A (before a change) against audit B (after): within-candidate noise "
+                    "per criterion with F intervals, decision noise at one cutoff with a "
+                    "bootstrap interval, each audit's band and manual reviews per req.")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB file (default {DEFAULT_DB})")
+    p.add_argument("--audit", action="append", required=True, metavar="ID",
+                   help="give it twice: --audit A --audit B")
+    p.add_argument("--cutoff", type=float, help="one cutoff for both (default: A's audited "
+                   "cutoff)")
+    p.add_argument("--k", type=float, help="band width in within-SDs (default: A's setting)")
+    p.add_argument("--capacity", type=float, help="reviewer capacity in manual reviews per req, "
+                   "for both")
+    p.add_argument("--reps", type=int, default=2000, help="bootstrap replications (default "
+                   "2000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--format", choices=["text", "md", "json", "html"], default="text")
+    p.add_argument("--out", help="write the report to this file instead of stdout")
+    p.set_defaults(func=_cmd_compare)
+    p.error = _one_line_error  # type: ignore[method-assign]
+
+
+def _one_line_error(message: str) -> None:
+    """A bad option: one line naming it on stderr, exit 2 (no usage block)."""
+    print(f"error: {message} (see 'python -m core compare --help')", file=sys.stderr)
+    sys.exit(2)
+
+
+def _cmd_compare(a: argparse.Namespace) -> int:
+    from core.audit import analyze
+    from core.compare import Comparison, render
+    from core.store import Store
+
+    if len(a.audit) != 2:
+        raise AuditError(f"give exactly two audits, --audit A --audit B; got {len(a.audit)}")
+    if not Path(a.db).exists():
+        raise AuditError(f"the database file {a.db} does not exist; create it with "
+                         "'python -m core import' or 'python -m core demo'")
+    store = Store(a.db, read_only=True)
+    try:
+        for audit_id in a.audit:
+            if not store.audit_exists(audit_id):
+                known = ", ".join(str(x) for x in store.list_audits()["audit_id"]) or "none"
+                raise AuditError(f"no audit '{audit_id}' in {a.db} (audits: {known})")
+            if store.n_draws(audit_id) == 0:
+                raise AuditError(f"audit '{audit_id}' has no draws yet: run or import it first")
+        results = [analyze(store, audit_id) for audit_id in a.audit]
+    finally:
+        store.close()
+    comparison = Comparison(results[0], results[1], reps=a.reps, seed=a.seed, k=a.k,
+                            capacity=a.capacity)
+    _write(render(comparison, a.format, cutoff=a.cutoff), a.out)
+    return 0
 
 
 def _write(text: str, out: str | None) -> None:
@@ -271,12 +329,14 @@ def _cmd_sample(a: argparse.Namespace) -> int:
 
 
 def _cmd_demo(a: argparse.Namespace) -> int:
-    from core.demo import ensure_demo
+    from core.demo import DEMO_V2_AUDIT_ID, ensure_demo
     from core.store import Store
 
     audit = ensure_demo(Store(a.db), rebuild=a.rebuild)
     print(f"demo audit '{audit}' ready in {a.db}; report: python -m core report --db {a.db} "
           f"--audit {audit}")
+    print(f"its second audit '{DEMO_V2_AUDIT_ID}' (the noisy criterion split) too; compare: "
+          f"python -m core compare --db {a.db} --audit {audit} --audit {DEMO_V2_AUDIT_ID}")
     return 0
 
 

@@ -20,8 +20,9 @@ from typing import Any
 import pandas as pd
 
 __all__ = ["md_escape", "md_cell", "html_escape", "term_escape", "csv_safe", "csv_safe_frame",
-           "pvalue", "num", "pct", "pts", "money", "criteria_display", "flip_display",
-           "seconds", "live_line", "LIVE_LINE_RE", "MISSING"]
+           "pvalue", "num", "pct", "points_change", "pts", "money", "criteria_display",
+           "flip_display", "seconds", "live_line", "LIVE_LINE_RE", "compare_line",
+           "COMPARE_LINE_RE", "MISSING"]
 
 #: How a missing figure reads, everywhere.
 MISSING = "—"
@@ -115,6 +116,21 @@ def pct(x: Any, nd: int = 0) -> str:
     return f"{100 * float(x):.{nd}f}%"
 
 
+def points_change(x: Any) -> str:
+    """A change in a proportion, in percentage points with its sign: ``−11``, ``+3``, ``−0.4``.
+
+    Whole points, except a change smaller than one point (one decimal), so a small change is
+    never shown as 0; a true minus sign (−), ``0`` for no change, ``—`` for missing.
+    """
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return MISSING
+    v = 100 * float(x)
+    if v == 0:
+        return "0"
+    text = f"{v:+.0f}" if abs(v) >= 0.95 else f"{v:+.1f}"
+    return text.replace("-", "−")
+
+
 def money(x: float | None) -> str:
     """Dollars: cents from 10 cents up, three significant digits below (a pilot costs cents)."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -190,3 +206,22 @@ def excerpt(text: Any, limit: int = 200) -> str:
     s = "" if text is None else str(text)
     short = s if len(s) <= limit else s[:limit] + f"… ({len(s):,} characters)"
     return term_escape(short)
+
+
+#: The Compare page's machine-readable live line (:func:`compare_line`).
+COMPARE_LINE_RE = re.compile(
+    r"cutoff (?P<cutoff>[-\d.]+) · A: flips (?P<flips_a>\d+) of (?P<of_a>\d+), disagreement "
+    r"(?P<dis_a>[\d.]+)%, band (?P<band_a>[-\d.]+ to [-\d.]+) · B: flips (?P<flips_b>\d+) of "
+    r"(?P<of_b>\d+), disagreement (?P<dis_b>[\d.]+)%, band (?P<band_b>[-\d.]+ to [-\d.]+)")
+
+
+def compare_line(cutoff: float, flips: tuple[int, int], candidates: tuple[int, int],
+                 disagreement: tuple[float, float], bands: tuple[tuple[float, float],
+                                                                 tuple[float, float]]) -> str:
+    """``cutoff 78 · A: flips 18 of 40, disagreement 16.8%, band 70.1 to 85.9 · B: …``."""
+    sides = []
+    for tag, i in (("A", 0), ("B", 1)):
+        lo, hi = bands[i]
+        sides.append(f"{tag}: flips {flips[i]} of {candidates[i]}, disagreement "
+                     f"{100 * disagreement[i]:.1f}%, band {lo:.1f} to {hi:.1f}")
+    return f"cutoff {cutoff:g} · " + " · ".join(sides)

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from core.audit import analyze
-from core.demo import DEMO_AUDIT_ID, build_demo, ensure_demo
+from core.demo import DEMO_AUDIT_ID, DEMO_V2_AUDIT_ID, build_demo, ensure_demo
 from core.store import Store
 from tests.browser.conftest import AppServer, live_numbers, nav, open_page, screenshot, wait_idle
 
@@ -225,7 +225,7 @@ def test_malformed_upload_lists_every_fault_and_writes_nothing(tmp_path_factory,
         srv.stop()
     store = Store(srv.db, read_only=True)
     try:
-        assert list(store.list_audits()["audit_id"]) == [DEMO_AUDIT_ID]
+        assert sorted(store.list_audits()["audit_id"]) == [DEMO_AUDIT_ID, DEMO_V2_AUDIT_ID]
         assert len(store.list_imports(DEMO_AUDIT_ID)) == 0
         demo = build_demo()
         assert store.n_draws(DEMO_AUDIT_ID) == len(demo["draws"])
