@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -1020,7 +1021,10 @@ def test_the_cli_stops_a_prose_screener_with_the_breaker_paragraph(tmp_path, ser
         res.stderr[-1500:]
     assert "Most failures are parse error" in res.stderr and "response_format" in res.stderr
     assert server.arrivals <= 24 and "Traceback" not in res.stderr
-    assert "invalid answers: 15 of 15 answers (100.0%); parse error 15" in res.stderr
+    # a call already in flight when the breaker trips may still finish: 15 or a few more
+    m = re.search(r"invalid answers: (\d+) of (\d+) answers \(100\.0%\); parse error (\d+)",
+                  res.stderr)
+    assert m and m.group(1) == m.group(2) == m.group(3) and 15 <= int(m.group(1)) <= 18
     assert "Pairs without a draw:" in res.stderr and "not called" in res.stderr
 
 
