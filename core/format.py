@@ -287,6 +287,14 @@ def live_line(cutoff: float, flips: int, candidates: int, reviews: float | None)
             f"manual reviews per req {rv}")
 
 
+def excerpt(text: Any, limit: int = 200) -> str:
+    """A raw answer shortened to ``limit`` characters (``…`` and the full length when cut), with
+    newlines and control characters shown escaped (``\\n``, ``\\x1b``): one safe line."""
+    s = "" if text is None else str(text)
+    short = s if len(s) <= limit else s[:limit] + f"… ({len(s):,} characters)"
+    return term_escape(short)
+
+
 #: The Compare page's machine-readable live line (:func:`compare_line`).
 COMPARE_LINE_RE = re.compile(
     r"cutoff (?P<cutoff>[-\d.]+) · A: flips (?P<flips_a>\d+) of (?P<of_a>\d+), disagreement "
