@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the model id the server reports (and accepts) in requests")
     args = ap.parse_args(argv)
 
-    import xllamacpp as xlc  # noqa: PLC0415 - only inside the model's own venv
+    import xllamacpp as xlc  # only inside the model's own venv
 
     p = xlc.CommonParams()
     p.model.path = args.model
