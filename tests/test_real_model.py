@@ -77,12 +77,14 @@ def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait(timeout=30)
 
 
-def _config_for(tmp_path: Path, base_url: str, sample: Path) -> Path:
-    """The example config with this server's URL and a small sample; nothing else changed."""
+def _config_for(tmp_path: Path, base_url: str, n_candidates: int) -> Path:
+    """The example config beside a sample of its first candidates, pointed at this server."""
     text = EXAMPLE.read_text(encoding="utf-8")
     text, n_url = re.subn(r'(?m)^base_url = "[^"]*"', f'base_url = "{base_url}"', text)
-    text, n_sample = re.subn(r'(?m)^sample = "[^"]*"', f'sample = "{sample.as_posix()}"', text)
-    assert (n_url, n_sample) == (1, 1), "the example config lost its base_url or sample line"
+    assert n_url == 1, "the example config lost its base_url line"
+    sample_name = tomllib.loads(text)["run"]["sample"]
+    sample = pd.read_csv(EXAMPLE.parent / sample_name).head(n_candidates)
+    sample.to_csv(tmp_path / sample_name, index=False)
     cfg = tmp_path / "audit.toml"
     cfg.write_text(text, encoding="utf-8")
     return cfg
@@ -102,11 +104,9 @@ def test_the_server_reports_the_model_the_example_freezes(model_server: str) -> 
 
 def test_a_default_audit_of_the_real_model_stores_draws_within_the_rubric(
         model_server: str, tmp_path: Path) -> None:
-    sample = pd.read_csv(ROOT / "examples" / "sample.csv").head(3)
-    sample_path = tmp_path / "sample.csv"
-    sample.to_csv(sample_path, index=False)
-    cfg_path = _config_for(tmp_path, model_server, sample_path)
+    cfg_path = _config_for(tmp_path, model_server, n_candidates=3)
     cfg = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
+    sample = pd.read_csv(tmp_path / cfg["run"]["sample"])
     maxima = {c["name"]: float(c["max"]) for c in cfg["criteria"]}
     audit_id = cfg["audit"]["id"]
     db = tmp_path / "audit.duckdb"
