@@ -77,9 +77,11 @@ def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait(timeout=30)
 
 
-def _config_for(tmp_path: Path, base_url: str, n_candidates: int) -> Path:
-    """The example config beside a sample of its first candidates, pointed at this server."""
-    text = EXAMPLE.read_text(encoding="utf-8")
+def _config_for(tmp_path: Path, base_url: str, n_candidates: int,
+                text: str | None = None) -> Path:
+    """The example config (or ``text``) beside a sample of its first candidates, pointed at
+    this server."""
+    text = EXAMPLE.read_text(encoding="utf-8") if text is None else text
     text, n_url = re.subn(r'(?m)^base_url = "[^"]*"', f'base_url = "{base_url}"', text)
     assert n_url == 1, "the example config lost its base_url line"
     sample_name = tomllib.loads(text)["run"]["sample"]
@@ -136,4 +138,49 @@ def test_a_default_audit_of_the_real_model_stores_draws_within_the_rubric(
                    timeout=300)
     assert report.returncode == 0, report.stderr[-3000:]
     assert "Traceback" not in report.stderr
-    assert re.search(r"(?i)invalid", report.stdout), report.stdout[-3000:]
+    assert re.search(r"invalid answers: \d+ of \d+ answers \(\d+(\.\d+)?%\)", report.stdout), \
+        report.stdout[-3000:]
+
+
+PROSE_PROMPT = '''prompt = """In two or three sentences, tell me what you think of this application
+for the requisition "Senior Backend Engineer".
+
+Application:
+{application}"""'''
+
+
+def test_a_screener_answering_in_prose_is_stopped_by_the_breaker_early(
+        model_server: str, tmp_path: Path) -> None:
+    """The example with a prose prompt and no structured answer: every call fails to parse,
+    and the run stops within its first calls, saying why and what to change."""
+    text = EXAMPLE.read_text(encoding="utf-8")
+    text, n_prompt = re.subn(r'(?ms)^prompt = """.*?"""', lambda _: PROSE_PROMPT, text)
+    text, n_format = re.subn(r'(?m)^response_format = "json_schema"', 'response_format = "none"',
+                             text)
+    text, n_tokens = re.subn(r'(?m)^max_tokens = \d+', "max_tokens = 64", text)
+    assert (n_prompt, n_format, n_tokens) == (1, 1, 1), "the example config changed shape"
+    cfg_path = _config_for(tmp_path, model_server, n_candidates=12, text=text)
+    cfg = tomllib.loads(cfg_path.read_text(encoding="utf-8"))
+    runs = int(cfg["run"]["runs"])
+    db = tmp_path / "audit.duckdb"
+
+    run = _core("run", "--config", str(cfg_path), "--db", str(db), "--no-progress")
+    assert run.returncode == 1, run.stderr[-3000:]
+    assert "Traceback" not in run.stderr
+    assert "circuit breaker" in run.stderr, run.stderr[-3000:]
+    stop = next(line for line in run.stderr.splitlines() if "circuit breaker" in line)
+    # it names the dominant kind of failure and a setting that fixes it
+    assert re.search(r"parse error|truncated", stop), stop
+    assert re.search(r"response_format|max_tokens", stop), stop
+
+    store = Store(db, read_only=True)
+    try:
+        calls = store.load_calls(cfg["audit"]["id"])
+        draws = store.load_draws(cfg["audit"]["id"])
+    finally:
+        store.close()
+    made = calls[calls["status"] != "cancelled"]
+    worst_case = 12 * runs * 3  # every pair using max_calls_per_pair = 3 calls
+    assert 0 < len(made) <= 30 < worst_case
+    assert (made["status"] != "ok").all()
+    assert draws.empty
