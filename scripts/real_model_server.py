@@ -61,7 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     p.warmup = True
     # n_predict stays at llama-server's default (-1, no limit): a client that sends no
     # max_tokens sees the model ramble until the slot's context is full, as on a stock server.
-    server = xlc.Server(p)
+    try:
+        server = xlc.Server(p)
+    except RuntimeError as exc:  # llama.cpp logged the cause (e.g. "couldn't bind") above
+        print(f"real_model_server: cannot start on {args.host}:{args.port}: {exc} (is the port "
+              "in use? see the log lines above)", file=sys.stderr)
+        return 1
     print(f"listening on {server.listening_address} model={args.alias}", flush=True)
 
     stop = threading.Event()

@@ -74,12 +74,12 @@ PY
 
 cmd="${1:-serve}"
 case "$cmd" in
+  -h|--help|help) sed -n '2,14p' "$0"; exit 0 ;;
   install) install; log "ready: $GGUF" ;;
   path) install; echo "$GGUF" ;;
   serve|--*)
     [ "$cmd" = serve ] && shift || true
     install
     exec "$VENV/bin/python" "$HERE/real_model_server.py" --model "$GGUF" "$@" ;;
-  -h|--help|help) sed -n '2,14p' "$0" ;;
   *) log "unknown command '$cmd' (install | serve | path)"; exit 2 ;;
 esac
