@@ -17,6 +17,7 @@ from core import criteria as crit_mod
 from core.criteria import ICC1
 from core.draws import Draws
 from core.flip import effective_cutoff
+from core.invalid import invalid_answers
 from core.live import LiveAudit, LiveView
 from core.store import Store
 
@@ -117,6 +118,8 @@ class AuditResult:
     pool_size: int
     drift: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    #: Invalid answers of the run (:func:`core.invalid.invalid_answers`); None for frames.
+    invalid: Any = None
 
     @property
     def withheld(self) -> str | None:
@@ -255,8 +258,13 @@ def analyze(store: Store, audit_id: str, **overrides: Any) -> AuditResult:
     screener = audit["freeze"].get("screener")
     if screener:
         drift = store.latest_drift_result(screener)
-    return analyze_frames(
-        store.load_draws(audit_id), criteria=store.get_criteria(audit_id),
+    draws = store.load_draws(audit_id)
+    result = analyze_frames(
+        draws, criteria=store.get_criteria(audit_id),
         pool=store.get_pool(audit_id), candidates=store.get_candidates(audit_id),
         settings=settings, freeze=audit["freeze"], harness_hash=audit["harness_hash"],
         audit_id=audit_id, payload_counts=store.payload_counts(audit_id), drift=drift)
+    result.invalid = invalid_answers(store.load_calls(audit_id), draws,
+                                     audit["freeze"].get("on_invalid")
+                                     or audit["settings"].get("on_invalid"))
+    return result

@@ -182,3 +182,11 @@ def live_line(cutoff: float, flips: int, candidates: int, reviews: float | None)
     rv = "needs the pool" if reviews is None else f"{reviews:.1f}"
     return (f"cutoff {cutoff:g} · candidates with any flip {flips} of {candidates} · "
             f"manual reviews per req {rv}")
+
+
+def excerpt(text: Any, limit: int = 200) -> str:
+    """A raw answer shortened to ``limit`` characters (``…`` and the full length when cut), with
+    newlines and control characters shown escaped (``\\n``, ``\\x1b``): one safe line."""
+    s = "" if text is None else str(text)
+    short = s if len(s) <= limit else s[:limit] + f"… ({len(s):,} characters)"
+    return term_escape(short)

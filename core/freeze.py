@@ -26,6 +26,7 @@ __all__ = [
     "NO_SAMPLING_MODELS",
     "TEMPERATURE_ZERO_NOTE",
     "parse_criteria_spec",
+    "ON_INVALID",
 ]
 
 SAMPLING_REGIMES = ("settable", "not-exposed", "cannot-be-set")
@@ -107,6 +108,12 @@ def parse_criteria_spec(spec: str | None) -> list[Criterion]:
     return out
 
 
+#: Sheet fields left out of the canonical form (and so of the hash) while unset.
+_OPTIONAL_FIELDS = ("response_format", "schema_style", "answer_schema", "max_tokens",
+                    "on_invalid")
+ON_INVALID = ("recall", "clip", "keep-as-failed")
+
+
 @dataclass(frozen=True)
 class FreezeSheet:
     """The harness freeze sheet (SPEC §3.1).
@@ -135,6 +142,14 @@ class FreezeSheet:
     distinct_request_ids: bool = True
     prefix_caching: bool = False
     criteria: tuple[Criterion, ...] = field(default_factory=tuple)
+    # What the screener is asked to answer and how invalid answers are treated: they change
+    # what is measured, so they are part of the hash. ``None`` = not recorded (sheets frozen
+    # before these fields existed keep their hash).
+    response_format: str | None = None
+    schema_style: str | None = None
+    answer_schema: dict[str, Any] | None = field(default=None, hash=False, compare=True)
+    max_tokens: int | None = None
+    on_invalid: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> FreezeSheet:
@@ -161,6 +176,9 @@ class FreezeSheet:
         for key in ("temperature", "top_p"):
             if d[key] is not None:
                 d[key] = float(d[key])
+        for key in _OPTIONAL_FIELDS:
+            if d.get(key) is None:
+                d.pop(key, None)
         return d
 
     def validate(self) -> None:
@@ -179,6 +197,9 @@ class FreezeSheet:
         names = [c.name for c in self.criteria]
         if len(set(names)) != len(names):
             raise InputError("criteria names must be unique (field 'criteria')")
+        if self.on_invalid is not None and self.on_invalid not in ON_INVALID:
+            raise InputError(f"on_invalid must be one of {', '.join(ON_INVALID)}; got "
+                             f"'{self.on_invalid}' (field 'on_invalid')")
 
     def warnings(self) -> list[str]:
         out = []

@@ -19,6 +19,7 @@ import plotly.io as pio
 from core import charts
 from core.audit import AuditResult
 from core.freeze import TEMPERATURE_ZERO_NOTE, FreezeSheet
+from core.invalid import describe as invalid_lines
 
 __all__ = ["report_dict", "render_text", "render_markdown", "render_json", "render_html",
            "render", "NOT_ESTABLISHED", "FORMATS"]
@@ -118,6 +119,11 @@ def report_dict(result: AuditResult, *, cutoff: float | None = None,
         "settings": {"dead_tol_frac": s.dead_tol_frac, "anchor_min": s.anchor_min,
                      "k": s.k if k is None else k, "comparison": s.comparison},
         "scope": scope_line(result),
+        "invalid_answers": (None if getattr(result, "invalid", None) is None
+                            else {**result.invalid.to_dict(),
+                                  "requested": {k: result.freeze.get(k) for k in (
+                                      "response_format", "schema_style", "max_tokens")
+                                      if result.freeze.get(k) is not None}}),
         "invalidated_by": invalidated_by(result),
         "not_established": list(NOT_ESTABLISHED),
     }
@@ -298,6 +304,7 @@ def _text_from_dict(d: dict[str, Any]) -> str:
     for n in d["notes"]:
         L.append(f"  note: {n}")
     L.append("")
+    _text_invalid(d, L)
     if g.get("statistics_withheld"):
         L.append(f"STATISTICS WITHHELD: {g['statistics_withheld']}.")
         L.append("  Turn the result cache off, send a distinct request id per call, and run "
@@ -316,6 +323,18 @@ def _text_from_dict(d: dict[str, Any]) -> str:
     for item in d["not_established"]:
         L.append(f"  - {item}")
     return "\n".join(L) + "\n"
+
+
+def _text_invalid(d: dict[str, Any], L: list[str]) -> None:
+    """INVALID ANSWERS: rate overall, by kind, per candidate, and the conditioning warning
+    (SPEC §3.3). A self-contained section (core.invalid builds its lines)."""
+    inv = d.get("invalid_answers")
+    if inv is None:
+        return
+    L.append("INVALID ANSWERS")
+    for line in invalid_lines(inv):
+        L.append(f"  {line}")
+    L.append("")
 
 
 def _text_stats(d: dict[str, Any], L: list[str]) -> None:

@@ -8,8 +8,12 @@ settings), its criteria and candidates; refuse without side-effect clearance; pr
 freeze-sheet warnings and the estimate; run (pre-flight first) with a progress bar and ETA on
 stderr; print the guards (cache verdict, model populations). Ctrl-C stops cleanly (in-flight
 calls recorded as cancelled); running the same command again resumes, filling only the missing
-``(candidate, run)`` pairs. Exit codes: 0 done, 1 stopped on a finding or with pairs missing,
-2 bad input or a guard, 130 interrupted.
+``(candidate, run)`` pairs. Exit codes: 0 done, 1 stopped on a finding, by the circuit breaker
+or with pairs missing, 2 bad input or a guard, 130 interrupted.
+
+Before the first call it says where the calls (and the API key) go. A ``command`` or ``python``
+screener runs code on this machine: it needs ``--allow-code``, and what it will run is printed
+first.
 """
 
 from __future__ import annotations
@@ -21,14 +25,18 @@ from typing import Any, TextIO
 
 from core.config import AuditConfig, load_config, save_audit
 from core.errors import AuditError
+from core.estimate import audit_estimate
+from core.format import term_escape
+from core.invalid import describe as invalid_lines
+from core.invalid import invalid_answers
 from core.runner import (
     RunHandle,
     RunStatus,
     cache_verdict,
-    estimate_run,
     model_populations,
 )
 from core.screeners.base import scrub
+from core.screeners.registry import CODE_KINDS, describe_code
 from core.store import Store
 
 __all__ = ["add_run_parser", "format_duration", "progress_line", "run_run"]
@@ -55,6 +63,9 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--runs", type=int, help="override [run] runs")
     p.add_argument("--concurrency", type=int, help="override [run] concurrency")
+    p.add_argument("--allow-code", action="store_true",
+                   help="allow a 'command' or 'python' screener to run code on this machine "
+                        "(what it runs is printed first)")
 
 
 def format_duration(seconds: float | None) -> str:
@@ -77,17 +88,44 @@ def progress_line(st: RunStatus, width: int = 30) -> str:
 
 def _print_estimate(cfg: AuditConfig, screener: Any, store: Store, out: TextIO,
                     latency: float | None = None) -> None:
-    est = estimate_run(screener, store.get_candidates(cfg.audit_id), cfg.options.runs,
-                       completed=store.completed_pairs(cfg.audit_id),
-                       concurrency=cfg.options.concurrency, latency_s=latency,
-                       prices=cfg.prices, rpm=cfg.options.rpm)
+    # the app's estimate of the same audit: one function, the stored settings
+    settings = dict(store.get_audit(cfg.audit_id)["settings"])
+    settings.update({"runs": cfg.options.runs, "concurrency": cfg.options.concurrency})
+    if latency is not None:
+        settings["preflight_latency_s"] = latency
+    est = audit_estimate(settings, frozen_model=cfg.sheet.model, criteria=cfg.criteria,
+                         candidates=store.get_candidates(cfg.audit_id), runs=cfg.options.runs,
+                         completed=store.completed_pairs(cfg.audit_id),
+                         concurrency=cfg.options.concurrency)
     cost = "unknown" if est.cost is None else f"${est.cost:,.2f}"
     wall = "unknown" if est.wall_time_s is None else format_duration(est.wall_time_s)
     print(f"estimate: {est.calls} calls, ~{est.input_tokens:,} input and "
           f"~{est.output_tokens:,} output tokens, cost {cost}, wall time {wall} at "
           f"concurrency {est.concurrency}", file=out)
+    worst = "" if est.worst_cost is None else f", cost {money_or(est.worst_cost)}"
+    print(f"worst case: {est.worst_calls:,} calls{worst} (every pair using its "
+          f"max_calls_per_pair = {cfg.options.max_calls_per_pair} calls, every answer "
+          "max_tokens long)", file=out)
+    for name, source in est.sources.items():
+        print(f"  {name}: {source}", file=out)
     for note in est.notes:
         print(f"  note: {note}", file=out)
+
+
+def money_or(x: float) -> str:
+    return f"${x:,.2f}" if abs(x) >= 0.1 or x == 0 else f"${x:.3g}"
+
+
+def destination_line(screener: Any) -> str:
+    """Where the calls go, and which host receives the API key (said before the first call)."""
+    dest = screener.key_destination() if hasattr(screener, "key_destination") else None
+    url = getattr(screener, "url", None)
+    if dest is not None:
+        env, host = dest
+        return f"calls go to {url}; the API key in ${env} is sent to {host} only"
+    if url:
+        return f"calls go to {url}; no API key is sent"
+    return f"calls stay on this machine ({getattr(screener, 'kind', 'screener')})"
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -101,7 +139,12 @@ def run_run(args: argparse.Namespace) -> int:
                 cfg.options, runs=args.runs or cfg.options.runs,
                 concurrency=args.concurrency or cfg.options.concurrency))
         sample = cfg.load_sample()
-        screener = cfg.build_screener()
+        allow = bool(getattr(args, "allow_code", False))
+        if cfg.screener_kind in CODE_KINDS and allow:
+            print("will run on this machine: "
+                  + term_escape(describe_code(cfg.screener_kind, cfg.screener_options)),
+                  file=err)
+        screener = cfg.build_screener(allow_code=allow)
         store = Store(args.db)
     except AuditError as exc:
         print(f"error: {scrub(exc)}", file=err)
@@ -117,6 +160,7 @@ def run_run(args: argparse.Namespace) -> int:
             print("error: no call was made: " + "; ".join(blockers), file=err)
             return 2
         _print_estimate(cfg, screener, store, err)
+        print(term_escape(destination_line(screener)), file=err)
         if getattr(args, "estimate", False):
             return 0
         return _drive(cfg, screener, store, show=not getattr(args, "no_progress", False))
@@ -168,10 +212,15 @@ def _drive(cfg: AuditConfig, screener: Any, store: Store, show: bool) -> int:
     if handle.error is not None:
         print(f"error: {scrub(handle.error)}", file=err)
         return 2
-    print(f"{st.state}: {st.message} ({st.calls} calls this session, {st.errors} failed, "
-          f"{st.retries} retries, {st.cancelled} cancelled)", file=err)
+    print(term_escape(f"{st.state}: {st.message} ({st.calls} calls this session, "
+                      f"{st.errors} failed, {st.retries} retries, {st.cancelled} cancelled)"),
+          file=err)
     for f in st.findings:
-        print(f"  finding: {f}", file=err)
+        print(f"  finding: {term_escape(f)}", file=err)
+    inv = invalid_answers(store.load_calls(cfg.audit_id), store.load_draws(cfg.audit_id),
+                          cfg.options.on_invalid)
+    for line in invalid_lines(inv.to_dict()):
+        print(term_escape(line), file=err)
     verdict = cache_verdict(store, cfg.audit_id)
     print(f"cache guard: {verdict.message}", file=err)
     pops = model_populations(store, cfg.audit_id, cfg.sheet.model)

@@ -22,13 +22,23 @@ The engine (:class:`Runner`) drives a screener adapter (:mod:`core.screeners`) o
   but the provider may bill that call twice.
 * **Stop** cancels the in-flight calls, records them as ``cancelled`` and flushes the writer:
   the store is consistent at every moment.
-* A call that fails after its retries, or whose answer does not parse, is recorded (with the
-  raw payload) and never becomes a draw; the pair gets a new call, with a new request id, up to
-  ``max_calls_per_pair`` calls.
+* A call that fails after its retries, or whose answer is invalid (a parse error, a score out
+  of range, an answer truncated by ``max_tokens``, a refusal — each recorded as its own status),
+  is recorded (with the raw payload) and never becomes a draw; by ``on_invalid`` the pair gets a
+  new call (a new request id), up to ``max_calls_per_pair`` calls in the session, pre-flight
+  included.
+* **Bounded**: each call has a total deadline (``call_deadline_s``, a dripping server trips it),
+  a response size cap (streamed) and a total retry wait (``retry_wait_total_s``); the run has a
+  deadline (``run_deadline_s``); options are range-checked before anything is allocated.
+* **Circuit breaker**: when ``breaker_fail_share`` of the first ``breaker_first_calls`` finished
+  calls fail, or ``breaker_consecutive`` in a row, the run stops and says in one paragraph which
+  failure kind dominates, shows one raw answer and names the setting most likely to fix it.
 
-Guards (SPEC §3.1, §3.3): side-effect clearance before any call (:class:`GuardError`); the
-3-run determinism pre-flight; :func:`cache_verdict` ("a cache test, not a variance test");
-:func:`model_populations` (reported model ≠ frozen model → a second population).
+Guards (SPEC §3.1, §3.3): side-effect clearance before any call (:class:`GuardError`), and the
+answer format / output limit / invalid policy the sheet froze; the 3-run determinism pre-flight
+(which also stops a server that reports another model than the frozen one);
+:func:`cache_verdict` ("a cache test, not a variance test"); :func:`model_populations`
+(reported model ≠ frozen model → a second population).
 
 For the app: :class:`RunHandle` runs the engine in a background thread (never touching
 streamlit) with ``start()``, ``stop()``, ``status()``; :func:`registry` is the process-wide
@@ -61,9 +71,10 @@ import pandas as pd
 
 from core.errors import AuditError, GuardError, InputError, StoreError
 from core.estimate import Estimate, wall_time
-from core.freeze import FreezeSheet
-from core.screeners.base import CallFailed, RawResult, ScreenRequest, scrub
-from core.screeners.parsing import Parsed, ParseError
+from core.format import excerpt
+from core.freeze import ON_INVALID, FreezeSheet
+from core.screeners.base import CallFailed, CallLimits, RawResult, ScreenRequest, scrub
+from core.screeners.parsing import INVALID_KINDS, Parsed, ParseError
 from core.store import Store
 
 __all__ = [
@@ -91,6 +102,12 @@ DETERMINISM_MESSAGE = (
     "deterministic or cached. A variance audit would measure zero for the wrong reason; stop, "
     "turn off the result cache (distinct request ids, no result-level cache) or, for a "
     "deterministic screener, the audit is not needed.")
+
+MODEL_MESSAGE = (
+    "Pre-flight: the server reports the model '{reported}', not the frozen '{frozen}': every "
+    "draw would be a second population and be left out of the statistics. Freeze the id the "
+    "server reports ([harness] model; for llama.cpp's server, the name given with --alias) in "
+    "a new audit.")
 
 
 # ============================================================================ options, prices
@@ -125,6 +142,23 @@ class RunOptions:
         (a killed process re-does at most that much on resume).
     stop_on_finding : bool
         Stop the run at the first non-retried 4xx (e.g. "temperature not supported").
+    on_invalid : {"recall", "clip", "keep-as-failed"}
+        What an invalid answer (parse error, out of range, truncated, refused) leads to:
+        another call for the pair (the stored draws are then conditioned on validity), scores
+        outside ``0..max`` clipped (counted; other invalid answers are re-called), or the pair
+        left without a draw. Frozen with the sheet.
+    breaker : bool
+        The circuit breaker: stop when the screener is systematically failing —
+        ``breaker_fail_share`` or more of the first ``breaker_first_calls`` finished calls
+        failed, or ``breaker_consecutive`` calls in a row failed.
+    call_deadline_s : float
+        Total time of one call, retries and waits included (a dripping server trips it).
+    run_deadline_s : float, optional
+        Total time of the run; at the deadline it stops as if asked to (resumable).
+    retry_wait_total_s : float
+        Longest total wait (backoff and ``Retry-After``) one call may spend before it fails.
+    max_response_bytes : int
+        Largest response body read (streamed; a larger one fails the call).
     """
 
     runs: int = 15
@@ -142,18 +176,56 @@ class RunOptions:
     batch_rows: int = 200
     flush_s: float = 1.0
     stop_on_finding: bool = True
+    on_invalid: str = "recall"
+    breaker: bool = True
+    breaker_first_calls: int = 20
+    breaker_fail_share: float = 0.8
+    breaker_consecutive: int = 15
+    call_deadline_s: float = 300.0
+    run_deadline_s: float | None = 86_400.0
+    retry_wait_total_s: float = 300.0
+    max_response_bytes: int = 2_000_000
 
     def __post_init__(self) -> None:
-        if int(self.runs) < 2:
-            raise InputError("runs must be at least 2 (field 'runs'); 15 is the default")
-        if int(self.concurrency) < 1:
-            raise InputError("concurrency must be at least 1 (field 'concurrency')")
-        if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
-            raise InputError("timeouts must be positive (field 'timeout_s')")
-        if self.max_retries < 0 or self.max_calls_per_pair < 1:
-            raise InputError("max_retries must be ≥ 0 and max_calls_per_pair ≥ 1")
-        if self.rpm is not None and self.rpm <= 0:
-            raise InputError("rpm must be positive when given (field 'rpm')")
+        for name, lo, hi in _INT_BOUNDS:
+            _check_int(name, getattr(self, name), lo, hi)
+        for name, lo, hi in _FLOAT_BOUNDS:
+            v = getattr(self, name)
+            if v is None and name in ("rpm", "run_deadline_s"):
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (
+                    math.isfinite(v) and lo < v <= hi):
+                raise InputError(f"{name} must be a number above {lo:g} and at most {hi:g} "
+                                 f"(field '{name}')")
+        if not 0 < self.breaker_fail_share <= 1:
+            raise InputError("breaker_fail_share must be above 0 and at most 1 "
+                             "(field 'breaker_fail_share')")
+        if self.on_invalid not in ON_INVALID:
+            raise InputError(f"on_invalid must be one of {', '.join(ON_INVALID)}; got "
+                             f"'{self.on_invalid}' (field 'on_invalid')")
+
+
+#: Bounds of the whole-number options: (name, min, max). A run of 1e9 replications or ten
+#: million connections is refused before anything is allocated.
+_INT_BOUNDS = (("runs", 2, 1000), ("concurrency", 1, 256), ("seed", 0, 2**63 - 1),
+               ("max_retries", 0, 20), ("max_calls_per_pair", 1, 20),
+               ("batch_rows", 1, 100_000), ("breaker_first_calls", 1, 10_000),
+               ("breaker_consecutive", 1, 10_000), ("max_response_bytes", 1_000, 100_000_000))
+_FLOAT_BOUNDS = (("timeout_s", 0, 3600), ("connect_timeout_s", 0, 600),
+                 ("backoff_base_s", 0, 600), ("backoff_cap_s", 0, 3600),
+                 ("retry_after_cap_s", 0, 3600), ("rpm", 0, 1e6), ("flush_s", 0, 60),
+                 ("call_deadline_s", 0, 86_400), ("run_deadline_s", 0, 30 * 86_400),
+                 ("retry_wait_total_s", 0, 86_400))
+#: Most candidates one run takes.
+MAX_CANDIDATES = 10_000
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
+    ok = (not isinstance(value, bool) and isinstance(value, (int, float))
+          and math.isfinite(value) and float(value).is_integer() and lo <= value <= hi)
+    if not ok:
+        raise InputError(f"{name} must be a whole number from {lo:,} to {hi:,}; got "
+                         f"{value!r} (field '{name}')")
 
 
 @dataclass(frozen=True)
@@ -236,6 +308,13 @@ class RunStatus:
     findings: tuple[str, ...] = ()
     preflight_latency_s: float | None = None
     reported_models: tuple[str, ...] = ()
+    #: Failed calls of this session by kind: parse_error, out_of_range, truncated, refused,
+    #: and "HTTP 503" / "timeout or connection" / "error" for calls that got no answer.
+    failures: tuple[tuple[str, int], ...] = ()
+    #: The circuit breaker's paragraph when it stopped the run.
+    breaker: str | None = None
+    #: Pairs of this run without a draw at the end, by why (the last failure's kind).
+    missing: tuple[tuple[str, int], ...] = ()
 
     @property
     def fraction(self) -> float:
@@ -468,6 +547,56 @@ class _RateLimiter:
             await asyncio.sleep(start - now)
 
 
+# ============================================================================ failure kinds
+_KIND_LABELS = {"parse_error": "parse error", "out_of_range": "out of range",
+                "truncated": "truncated", "refused": "refused"}
+#: The setting most likely to fix a systematic failure of each kind.
+_FIXES = {
+    "parse_error": ("response_format = \"json_schema\" in [screener] (the server then enforces "
+                    "the rubric's keys), or the prompt / parse preset (parse, payload_path) so "
+                    "the answer's keys are the criterion names"),
+    "out_of_range": ("the criterion maxima in [[criteria]] and the rubric the prompt shows, or "
+                     "[run] on_invalid = \"clip\""),
+    "truncated": ("[screener] max_tokens (raise it), or a prompt that asks for the scores "
+                  "only"),
+    "refused": "the prompt (the model refuses to score it)",
+}
+_FIX_ERROR = ("[run] timeout_s, concurrency or rpm, or the server itself (base_url / url): "
+              "the calls got no answer")
+
+
+def _error_kind(failure: CallFailed) -> str:
+    """A call that got no usable answer, by kind: ``HTTP 503``, ``timeout or connection``, or
+    ``error`` (an adapter failure)."""
+    if failure.status and failure.status >= 400:
+        return f"HTTP {failure.status}"
+    if failure.retryable:
+        return "timeout or connection"
+    return "error"
+
+
+def breaker_paragraph(why: str, failures: Mapping[str, int],
+                      examples: Mapping[str, str]) -> str:
+    """The circuit breaker's one paragraph: why it stopped, the dominant error kind, one raw
+    answer of that kind (shortened, escaped) and the setting most likely to fix it."""
+    if failures:
+        kind, n = max(failures.items(), key=lambda kv: (kv[1], kv[0]))
+    else:
+        kind, n = "error", 0
+    total = sum(failures.values())
+    label = _KIND_LABELS.get(kind, kind)
+    fix = _FIXES.get(kind, _FIX_ERROR)
+    if kind.startswith("HTTP 4"):
+        fix = ("what the harness sends, as the server's message says (the model id, sampling "
+               "parameters, response_format / schema_style, max_tokens, or api_key_env)")
+    sample = excerpt(examples.get(kind, ""), 160) or "(empty)"
+    return (f"Stopped by the circuit breaker: {why}, so the screener is failing "
+            f"systematically and further calls would be spent for nothing. Most failures are "
+            f"{label} ({n} of {total}). One raw answer: {sample} The setting most likely to "
+            f"fix it: {fix}. What was stored is kept; after the change, run again (a changed "
+            "harness needs a new audit).")
+
+
 # ============================================================================ the engine
 class Runner:
     """Drive ``screener`` over the missing pairs of ``audit_id`` (see module notes).
@@ -520,6 +649,25 @@ class Runner:
         self._preflight_latency: list[float] = []
         self._done_pairs: set[tuple[str, int]] = set()
         self.frozen_model: str = getattr(screener, "model", "") or ""
+        # one call's bounds for the adapters (size of the answer, total time of the call)
+        try:
+            screener.call_limits = CallLimits(int(self.options.max_response_bytes),
+                                              float(self.options.call_deadline_s))
+        except AttributeError:  # an adapter object that refuses attributes: keep its own
+            pass
+        spec = getattr(screener, "parse_spec", None)
+        if self.options.on_invalid == "clip" and spec is not None \
+                and spec.out_of_range != "clip":
+            screener.parse_spec = replace(spec, out_of_range="clip")
+        self._pair_calls: dict[tuple[str, int], int] = {}
+        self._pair_failure: dict[tuple[str, int], str] = {}
+        self._failures: dict[str, int] = {}
+        self._outcomes: list[bool] = []      # True = failed, per finished call, in order
+        self._streak = 0
+        self._window = int(self.options.breaker_first_calls)   # narrowed for a small run
+        self._breaker_msg: str | None = None
+        self._deadline_hit = False
+        self._example: dict[str, str] = {}   # kind → one raw answer (or error) of that kind
 
     # ------------------------------------------------------------------ status
     def status(self) -> RunStatus:
@@ -575,6 +723,10 @@ class Runner:
         done = len(all_pairs & completed)
         self._update(force=True, state="preflight" if self.options.preflight else "running",
                      total=len(all_pairs), done=done)
+        # a run with fewer pairs left than the breaker's first-calls window is judged on its
+        # first call of each pair (at least 5), not never
+        self._window = min(int(self.options.breaker_first_calls),
+                           max(5, len(all_pairs) - done))
         self._apps = apps
         writer = _Writer(self.store, self.audit_id, self.options.batch_rows,
                          self.options.flush_s)
@@ -588,6 +740,13 @@ class Runner:
         else:
             clients = [None]
         self.stop_token.on_set(self._request_stop)
+        if len(apps) > MAX_CANDIDATES:
+            raise InputError(f"audit '{self.audit_id}' has {len(apps):,} candidates; one run "
+                             f"takes at most {MAX_CANDIDATES:,}")
+        deadline = None
+        if self.options.run_deadline_s:
+            deadline = self._loop.call_later(float(self.options.run_deadline_s),
+                                             self._run_deadline)
         guard: GuardError | None = None
         try:
             if self.options.preflight:
@@ -598,6 +757,8 @@ class Runner:
                 pairs = plan_pairs(apps, runs, self.options.seed, completed)
                 await self._drive(clients, pairs)
         finally:
+            if deadline is not None:
+                deadline.cancel()
             for c in own_clients:
                 await c.aclose()
             writer.close()
@@ -608,21 +769,47 @@ class Runner:
         if guard is not None:
             self._update(force=True, state="blocked", message=str(guard))
             raise guard
-        if self._findings and self.options.stop_on_finding:
+        missing = self._missing(all_pairs, completed)
+        why = "; ".join(f"{n} {kind}" for kind, n in missing)
+        if self._breaker_msg is not None:
+            state, msg = "stopped", self._breaker_msg
+        elif self._findings and self.options.stop_on_finding:
             state, msg = "stopped", "stopped on a finding: " + self._findings[0]
+        elif self._deadline_hit:
+            state = "stopped"
+            msg = (f"stopped at the run deadline of {self.options.run_deadline_s:g} s "
+                   "(run_deadline_s); run again to resume")
         elif self.stop_token.is_set():
             state, msg = "stopped", "stopped; run again to resume"
         elif self.until == "preflight":
             state, msg = "finished", "pre-flight done"
         else:
-            st = self.status()
-            missing = st.total - st.done
+            n_missing = sum(n for _, n in missing)
             state = "finished"
-            msg = ("all pairs have a draw" if missing == 0 else
-                   f"{missing} pair(s) still without a draw after {self.options.max_calls_per_pair}"
-                   " call(s) each; run again to retry them")
-        self._update(force=True, state=state, message=msg)
+            msg = ("all pairs have a draw" if n_missing == 0 else
+                   f"{n_missing} pair(s) still without a draw after up to "
+                   f"{self.options.max_calls_per_pair} call(s) each — why: {why}; run again to "
+                   "retry them")
+        if state == "stopped" and missing and self.until == "all":
+            msg += f" Pairs without a draw: {why}."
+        self._update(force=True, state=state, message=msg, missing=tuple(missing))
         return self.status()
+
+    def _run_deadline(self) -> None:
+        self._deadline_hit = True
+        self.stop_token.set()
+
+    def _missing(self, all_pairs: set[tuple[str, int]],
+                 completed: set[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Pairs of the run without a draw, counted by why (last failure's kind, or not
+        called this session)."""
+        done = completed | self._new_pairs()
+        counts: dict[str, int] = {}
+        for pair in all_pairs - done:
+            kind = self._pair_failure.get(pair)
+            label = _KIND_LABELS.get(kind, kind) if kind else "not called (stopped before them)"
+            counts[label] = counts.get(label, 0) + 1
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def _check_guards(self) -> FreezeSheet:
         audit = self.store.get_audit(self.audit_id)
@@ -634,6 +821,17 @@ class Runner:
         blockers = sheet.blockers()
         if blockers:
             raise GuardError("No call was made: " + "; ".join(blockers))
+        # what the sheet froze about the answers must be what this run asks for
+        asked = {"response_format": getattr(self.screener, "response_format", None),
+                 "answer_schema": getattr(self.screener, "schema", None),
+                 "max_tokens": getattr(self.screener, "max_tokens", None),
+                 "on_invalid": self.options.on_invalid}
+        for key, value in asked.items():
+            frozen = getattr(sheet, key)
+            if frozen is not None and value is not None and frozen != value:
+                raise GuardError(f"No call was made: the freeze sheet records {key} = "
+                                 f"{frozen!r} but this run would use {value!r}; run with the "
+                                 "frozen setting or start a new audit")
         return sheet
 
     def _new_pairs(self) -> set[tuple[str, int]]:
@@ -667,6 +865,11 @@ class Runner:
                 and int(row["distinct_payloads"].iloc[0]) == 1:
             return GuardError(DETERMINISM_MESSAGE.format(
                 n=int(row["calls_with_payload"].iloc[0]), cid=cid))
+        with self._lock:
+            reported = sorted(self._models)
+        if reported and self.frozen_model and self.frozen_model not in reported:
+            return GuardError(MODEL_MESSAGE.format(reported="', '".join(reported),
+                                                   frozen=self.frozen_model))
         return None
 
     # ------------------------------------------------------------------ driving
@@ -705,24 +908,32 @@ class Runner:
 
     async def _do_pair(self, client: httpx.AsyncClient | None, cid: str, run: int,
                        preflight: bool) -> None:
-        for call_no in range(1, int(self.options.max_calls_per_pair) + 1):
+        # the pair's budget of calls holds across the pre-flight and the run of one session
+        while self._pair_calls.get((cid, run), 0) < int(self.options.max_calls_per_pair):
             if self.stop_token.is_set() or self._writer.error is not None:
                 return
-            ok, finding = await self._one_call(client, cid, run, call_no, preflight)
+            call_no = self._pair_calls.get((cid, run), 0) + 1
+            self._pair_calls[(cid, run)] = call_no
+            ok, finding, kind = await self._one_call(client, cid, run, call_no, preflight)
             if ok:
                 return
             if finding and self.options.stop_on_finding:
                 self.stop_token.set()
                 return
+            if kind in INVALID_KINDS and self.options.on_invalid == "keep-as-failed":
+                return
 
     async def _one_call(self, client: httpx.AsyncClient | None, cid: str, run: int,
-                        call_no: int, preflight: bool) -> tuple[bool, bool]:
+                        call_no: int, preflight: bool) -> tuple[bool, bool, str | None]:
+        """One call with its retries. Returns (a draw was stored, a finding, failure kind)."""
         opts = self.options
         request_id = new_request_id()
         seed = _derive_seed(opts.seed, cid, run, call_no)
         req = ScreenRequest(request_id, cid, run, self._apps.get(cid, ""), seed)
         started = _now()
+        t_call = time.monotonic()
         attempts = 0
+        waited = 0.0
         raw: RawResult | None = None
         failure: CallFailed | None = None
         latency = None
@@ -739,10 +950,25 @@ class Runner:
                 except CallFailed as exc:
                     latency = (time.perf_counter() - t0) * 1000.0
                     if exc.retryable and attempts <= opts.max_retries:
+                        delay = self._delay(attempts, exc.retry_after)
+                        spent = time.monotonic() - t_call
+                        if waited + delay > opts.retry_wait_total_s \
+                                or spent + delay > opts.call_deadline_s:
+                            asked = (f"the server asked to wait {exc.retry_after:g} s; "
+                                     if exc.retry_after is not None else "")
+                            failure = CallFailed(
+                                f"{exc.message} — not retried again: {asked}the call has "
+                                f"waited {waited:.0f} s over {spent:.0f} s, and waiting "
+                                f"{delay:.0f} s more would pass retry_wait_total_s = "
+                                f"{opts.retry_wait_total_s:g} s or call_deadline_s = "
+                                f"{opts.call_deadline_s:g} s", status=exc.status,
+                                payload=exc.payload)
+                            break
                         with self._lock:
                             self._status = replace(self._status,
                                                    retries=self._status.retries + 1)
-                        await asyncio.sleep(self._delay(attempts, exc.retry_after))
+                        waited += delay
+                        await asyncio.sleep(delay)
                         continue
                     failure = exc
                     break
@@ -757,27 +983,37 @@ class Runner:
                          "cancelled by stop", None)
             raise
         if failure is not None:
+            kind = _error_kind(failure)
             self._record(req, attempts, started, latency, failure.status, failure.payload,
-                         "error", failure.message, None)
+                         "error", failure.message, None, kind=kind)
             if failure.finding:
                 with self._lock:
                     if failure.message not in self._findings:
                         self._findings.append(failure.message)
-            return False, failure.finding
+            return False, failure.finding, kind
         if raw is None:  # unreachable: the loop ends with a result or a failure
-            return False, False
+            return False, False, None
+        if raw.invalid in INVALID_KINDS:
+            self._record(req, attempts, started, latency, raw.http_status, raw.payload,
+                         raw.invalid, raw.invalid_detail or raw.invalid, raw)
+            return False, False, raw.invalid
         try:
             parsed = self.screener.parse(raw)
         except ParseError as exc:
+            kind = exc.kind if exc.kind in INVALID_KINDS else "parse_error"
             self._record(req, attempts, started, latency, raw.http_status, raw.payload,
-                         "parse_error", f"parse error: {exc}", raw)
-            return False, False
+                         kind, f"{_KIND_LABELS[kind]}: {exc}", raw)
+            return False, False, kind
+        except Exception as exc:  # noqa: BLE001 - any parser failure is a parse error, never a dead worker
+            self._record(req, attempts, started, latency, raw.http_status, raw.payload,
+                         "parse_error", f"parse error: {type(exc).__name__}", raw)
+            return False, False, "parse_error"
         self._record(req, attempts, started, latency, raw.http_status, raw.payload, "ok",
                      None, raw, parsed)
         if preflight:
             with self._lock:
                 self._preflight_latency.append((latency or 0.0) / 1000.0)
-        return True, False
+        return True, False, None
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         opts = self.options
@@ -790,7 +1026,7 @@ class Runner:
     def _record(self, req: ScreenRequest, attempts: int, started: datetime,
                 latency_ms: float | None, http_status: int | None, payload: str | None,
                 status: str, error: str | None, raw: RawResult | None,
-                parsed: Parsed | None = None) -> None:
+                parsed: Parsed | None = None, kind: str | None = None) -> None:
         payload = None if payload is None else scrub(payload)
         model = raw.model if raw is not None else None
         in_tok = raw.input_tokens if raw is not None else None
@@ -836,14 +1072,48 @@ class Runner:
                 self._done_pairs.add((req.candidate_id, req.run))
                 if model:
                     self._models.add(model)
-            elif status == "parse_error":
-                st_changes["parse_errors"] = st.parse_errors + 1
-                st_changes["errors"] = st.errors + 1
             elif status == "cancelled":
                 st_changes["cancelled"] = st.cancelled + 1
             else:
+                if status in INVALID_KINDS:
+                    st_changes["parse_errors"] = st.parse_errors + 1
                 st_changes["errors"] = st.errors + 1
+                label = kind or status
+                self._failures[label] = self._failures.get(label, 0) + 1
+                self._pair_failure[(req.candidate_id, req.run)] = label
+                self._example.setdefault(label, payload if payload else (error or ""))
+                st_changes["failures"] = tuple(sorted(self._failures.items(),
+                                                      key=lambda kv: (-kv[1], kv[0])))
+            trip = None
+            if status != "cancelled":
+                trip = self._breaker_check(status != "ok")
+            if trip:
+                self._breaker_msg = trip
+                st_changes["breaker"] = trip
         self._update(**st_changes)
+        if trip:
+            self.stop_token.set()
+
+    def _breaker_check(self, failed: bool) -> str | None:
+        """Feed one finished call to the circuit breaker (under the lock); its paragraph when
+        it trips, once."""
+        opts = self.options
+        if not opts.breaker or self._breaker_msg is not None:
+            return None
+        self._outcomes.append(failed)
+        self._streak = self._streak + 1 if failed else 0
+        first = self._outcomes[:self._window]
+        why = None
+        if len(self._outcomes) == self._window and \
+                sum(first) >= opts.breaker_fail_share * len(first):
+            why = (f"{sum(first)} of the first {len(first)} calls failed "
+                   f"(breaker_fail_share = {opts.breaker_fail_share:g})")
+        elif self._streak >= opts.breaker_consecutive:
+            why = (f"{self._streak} calls in a row failed "
+                   f"(breaker_consecutive = {opts.breaker_consecutive})")
+        if why is None:
+            return None
+        return breaker_paragraph(why, dict(self._failures), self._example)
 
 
 async def run_audit(store: Store, audit_id: str, screener: Any,
@@ -979,14 +1249,22 @@ class CacheVerdict:
 
 
 def cache_verdict(store: Store, audit_id: str) -> CacheVerdict:
-    """Count distinct raw payloads per candidate and give the verdict."""
+    """Count distinct raw payloads per candidate and give the verdict.
+
+    The guard speaks only once every candidate with a successful call has at least two of them
+    (SPEC §3.3: two payloads are the least that can differ); before that it says how many are
+    judged so far.
+    """
     counts = store.payload_counts(audit_id)
     judged = counts[counts["calls_with_payload"] >= 2]
     single = tuple(str(c) for c in judged.loc[judged["distinct_payloads"] == 1, "candidate_id"])
     n = len(judged)
-    if n == 0:
-        return CacheVerdict(False, 0, (), "not enough successful calls to judge the cache "
-                            "(need 2 per candidate)", counts)
+    sample = max(len(counts), len(store.get_candidates(audit_id)))
+    if n == 0 or n < sample:
+        return CacheVerdict(False, n, (),
+                            f"not judged yet: {n} of {sample} candidate(s) have the two "
+                            "successful calls the cache guard needs",
+                            counts)
     if len(single) == n:
         return CacheVerdict(True, n, single,
                             f"a cache test, not a variance test: every one of the {n} "
@@ -1045,7 +1323,7 @@ def estimate_run(screener: Any, candidates: pd.DataFrame, runs: int, *,
                  completed: set[tuple[str, int]] | None = None, concurrency: int = 8,
                  latency_s: float | None = None, prices: PriceTable | None = None,
                  output_tokens_per_call: int | None = None,
-                 rpm: float | None = None) -> Estimate:
+                 rpm: float | None = None, max_calls_per_pair: int = 3) -> Estimate:
     """Calls, tokens, cost and wall time of the missing pairs.
 
     Input tokens come from each candidate's rendered prompt at ~4 characters per token; output
@@ -1053,6 +1331,8 @@ def estimate_run(screener: Any, candidates: pd.DataFrame, runs: int, *,
     model (``None`` when the table has no price for it). Wall time is
     ``⌈calls / concurrency⌉ · latency`` (and no faster than ``rpm`` allows) and needs a
     latency, e.g. the pre-flight's median (:attr:`RunStatus.preflight_latency_s`).
+    The worst case: every pair spends ``max_calls_per_pair`` calls (invalid answers re-called),
+    each writing the adapter's ``max_tokens``.
     """
     done = completed or set()
     notes = ["token counts are estimates (about 4 characters a token)"]
@@ -1070,16 +1350,23 @@ def estimate_run(screener: Any, candidates: pd.DataFrame, runs: int, *,
         calls += missing
         in_tok += missing * max(1, math.ceil(len(prompt) / 4))
     n_crit = len(getattr(screener, "criteria", ()) or ())
+    max_tokens = getattr(screener, "max_tokens", None)
     per_out = output_tokens_per_call or (30 + 12 * max(n_crit, 1))
+    if max_tokens:
+        per_out = min(per_out, int(max_tokens))
     out_tok = calls * per_out
     model = getattr(screener, "model", None)
-    cost = None
+    cost = worst_cost = None
+    worst_calls = calls * int(max_calls_per_pair)
     table = prices or PriceTable()
     if table.get(model) is not None:
         cost = table.cost(model, in_tok, out_tok, 0)
+        per_in = in_tok / calls if calls else 0
+        worst_cost = table.cost(model, int(worst_calls * per_in),
+                                worst_calls * int(max_tokens or per_out), 0)
         notes.append("cost assumes no prompt-cache reads (an upper bound when caching is on)")
     elif getattr(screener, "kind", "") == "simulated":
-        cost = 0.0
+        cost = worst_cost = 0.0
     else:
         notes.append(f"no price for '{model}' in the price table: add it to get a cost")
     c = max(1, int(concurrency))
@@ -1088,4 +1375,5 @@ def estimate_run(screener: Any, candidates: pd.DataFrame, runs: int, *,
         notes.append("wall time assumes no retries")
     else:
         notes.append("wall time needs a latency: run the pre-flight first")
-    return Estimate(calls, in_tok, out_tok, cost, wall, latency_s, c, tuple(notes))
+    return Estimate(calls, in_tok, out_tok, cost, wall, latency_s, c, tuple(notes),
+                    worst_calls=worst_calls, worst_cost=worst_cost)

@@ -5,6 +5,7 @@ import streamlit as st
 from core import charts
 from core.criteria import sd_interval
 from core.format import criteria_display, md_escape, num, pct
+from core.invalid import describe as invalid_lines
 from ui import state
 
 state.init_state()
@@ -28,6 +29,13 @@ runs_txt = (str(comp["runs_min"]) if comp["runs_min"] == comp["runs_max"]
 st.caption(f"{comp['candidates']} candidates ({comp['band']} band, {comp['high_anchors']} high "
            f"anchors, {comp['low_anchors']} low anchors; strata {result.strata_source}) × "
            f"{runs_txt} runs = {comp['evaluations']} evaluations.")
+if getattr(result, "invalid", None) is not None:   # invalid answers, measured (SPEC §3.3)
+    with st.container(key="criteria-invalid"):
+        inv_lines = invalid_lines(result.invalid.to_dict())
+        if result.invalid.conditioned:
+            st.warning(md_escape(inv_lines[-1]))
+            inv_lines = inv_lines[:-1]
+        st.caption(md_escape(". ".join(x[:1].upper() + x[1:] for x in inv_lines) + "."))
 
 if result.criteria is None:
     st.info("The screener returned only a total, so there is nothing to decompose: this step "

@@ -15,9 +15,12 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import AuditError
+from core.estimate import audit_estimate
 from core.format import md_escape, num, seconds
 from core.ingest import commit_draws, validate_draws
-from core.runner import PriceTable, cache_verdict, estimate_run
+from core.invalid import describe as invalid_lines
+from core.invalid import invalid_answers
+from core.runner import PriceTable, cache_verdict
 from ui import run_forms as forms
 from ui import state
 
@@ -38,9 +41,11 @@ sheet = state.sheet_of(store, audit_id)
 tab_run, tab_upload = st.tabs(["Run the screener", "Upload exported draws"])
 
 
-def _guard_panel() -> None:
-    """Distinct payloads, calls by status / error / model, retries (from the store)."""
-    summary = store.call_summary(audit_id)
+def _guard_panel(summary: pd.DataFrame | None = None) -> None:
+    """Distinct payloads, calls by status / error / model, retries, invalid answers (from the
+    store; ``summary`` is the call summary the caller already read, so that every counter on
+    the page comes from one read)."""
+    summary = store.call_summary(audit_id) if summary is None else summary
     if not len(summary):
         st.caption("No calls stored yet.")
         return
@@ -48,13 +53,24 @@ def _guard_panel() -> None:
     (st.error if verdict.cache_test else st.caption)(md_escape("Cache guard: " + verdict.message
                                                                + "."))
     counts = verdict.table
+    judged = counts[counts["calls_with_payload"] >= 2] if len(counts) else counts
     g1, g2, g3, g4 = st.columns(4)
     g1.metric("Calls stored", num(int(summary["calls"].sum())))
     bad = summary[summary["status"] != "ok"]
     g2.metric("Failed or unparsed calls", num(int(bad["calls"].sum()) if len(bad) else 0))
     g3.metric("Retries", num(int(summary["retries"].fillna(0).sum())))
     g4.metric("Distinct payloads per candidate (min)",
-              num(int(counts["distinct_payloads"].min())) if len(counts) else "—")
+              num(int(judged["distinct_payloads"].min()))
+              if len(judged) and verdict.candidates else "—",
+              help="Counted once every candidate has two successful calls")
+    inv = invalid_answers(store.load_calls(audit_id), store.load_draws(audit_id),
+                          (sheet.on_invalid if sheet else None) or settings.get("on_invalid"))
+    with st.container(key="invalid-answers"):
+        lines = invalid_lines(inv.to_dict())
+        if inv.conditioned:
+            st.warning(md_escape(lines[-1]))
+            lines = lines[:-1]
+        st.caption(md_escape(". ".join(x[:1].upper() + x[1:] for x in lines) + "."))
     models = sorted(m for m in summary["model"].unique() if m)
     frozen = (sheet.model if sheet else "") or ""
     other = [m for m in models if frozen and m != frozen]
@@ -69,17 +85,6 @@ def _guard_panel() -> None:
     st.dataframe(view, hide_index=True, width="stretch", key="call-summary")
 
 
-def _latency(kind: str, options: dict) -> tuple[float | None, str]:
-    """The latency per call the estimate uses, and where it comes from."""
-    measured = settings.get("preflight_latency_s")
-    if measured is not None:
-        return float(measured), f"{float(measured):.2f} s a call, measured by the pre-flight"
-    if kind == "simulated":
-        lat = float(options.get("latency_ms", 0)) / 1000.0
-        return lat, f"{lat:.2f} s a call, the simulated latency"
-    return None, "not measured yet; run the pre-flight"
-
-
 # ----------------------------------------------------------------------------- run
 with tab_run:
     handle = registry.get(audit_id)
@@ -88,7 +93,8 @@ with tab_run:
     has_draws = store.n_draws(audit_id) > 0
     secrets = forms.streamlit_secrets()
     if handle is not None and not active:
-        # a measured latency is kept with the audit, so the estimate survives a restart
+        # a latency the pre-flight measured is kept with the audit, so the estimate (here and
+        # on the Sample page) survives a restart; nothing else is called "measured"
         measured = handle.status().preflight_latency_s
         if measured is not None and settings.get("preflight_latency_s") != measured:
             store.update_settings(audit_id, {"preflight_latency_s": measured})
@@ -111,6 +117,18 @@ with tab_run:
             if forms.render_screener_form(store, audit_id, settings, sheet, secrets):
                 settings = store.get_audit(audit_id)["settings"]
         kind, options = forms.saved_screener(settings)
+        if not has_draws and not active:
+            # the sheet freezes what the saved screener is asked to answer (format, schema from
+            # the current criteria, output limit, invalid policy): kept in step until the
+            # first draw, e.g. after the criteria were edited on the Freeze page
+            try:
+                synced = forms.frozen_answer_sheet(sheet, kind, options,
+                                                   forms.saved_limits(settings)["on_invalid"])
+            except AuditError:
+                synced = sheet
+            if synced.hash != sheet.hash:
+                store.save_audit(audit_id, synced.to_dict(), synced.hash)
+                sheet = synced
 
     ready = sheet is not None and not sheet.blockers() and len(candidates) > 0
     if sheet is not None and sheet.blockers():
@@ -150,11 +168,13 @@ with tab_run:
         done = len(completed)
         planned = len(candidates) * int(runs)
         if screener is not None:
-            latency, note = _latency(kind, options)
-            est = estimate_run(screener, candidates, int(runs), completed=completed,
-                               concurrency=int(conc), latency_s=latency, prices=prices,
-                               rpm=run_opts.rpm)
-            forms.render_estimate(est, note)
+            est = audit_estimate({**settings, "rpm": run_opts.rpm,
+                                  "max_calls_per_pair": run_opts.max_calls_per_pair},
+                                 frozen_model=sheet.model, criteria=sheet.criteria,
+                                 candidates=candidates, runs=int(runs), completed=completed,
+                                 concurrency=int(conc))
+            forms.render_estimate(est)
+            st.caption(md_escape(forms.destination(screener)))
             if not has_draws and not active:
                 if st.button("Run the 3-run pre-flight", key="start-preflight",
                              help="Three runs of one band candidate: measures the latency "
@@ -198,23 +218,29 @@ with tab_run:
 
         @st.fragment(run_every=1.0 if active else None)
         def progress() -> None:
+            # one source for every counter of this panel: the store, read once per refresh
+            # (the run writes its batches there at least every second)
+            d = len(store.completed_pairs(audit_id))
+            summary = store.call_summary(audit_id)
+            n_calls = int(summary["calls"].sum()) if len(summary) else 0
             h = registry.get(audit_id)
             if h is None:
-                d = len(store.completed_pairs(audit_id))
                 st.progress(min(d / planned, 1.0) if planned else 0.0,
-                            text=f"{d} of {planned} draws stored · not running")
+                            text=f"{d} of {planned} draws stored · {n_calls} calls · "
+                                 "not running")
                 st.subheader("Guards")
-                _guard_panel()
+                _guard_panel(summary)
                 return
             s = h.status()
             preflight = h.runner.until == "preflight"
             eta = "" if s.eta_s is None or not h.running else f" · about {seconds(s.eta_s)} left"
             what = "pre-flight · " if preflight else ""
-            st.progress(min(s.fraction, 1.0),
-                        text=f"{what}{s.done} of {s.total} draws · {s.state}{eta}")
+            st.progress(min(d / planned, 1.0) if planned else 0.0,
+                        text=f"{what}{d} of {planned} draws stored · {n_calls} calls · "
+                             f"{s.state}{eta}")
             with st.container(key="run-state"):
                 st.caption(f"run state: {s.state}{' (pre-flight)' if preflight else ''} · "
-                           f"draws {s.done} of {s.total}")
+                           f"draws {d} of {planned}")
             if s.state == "blocked":
                 with st.container(key="run-blocked"):
                     st.error("**Blocked by a guard; nothing more is called.** "
@@ -225,6 +251,9 @@ with tab_run:
                 st.success(f"Pre-flight done: three runs of one candidate, a median of "
                            f"{s.preflight_latency_s:.2f} s a call, and the answers differ — "
                            "the wall time above uses the measured latency.")
+            elif s.breaker:
+                with st.container(key="run-breaker"):
+                    st.error(md_escape(s.message))
             elif s.message:
                 (st.error if s.state == "failed" else st.info)(md_escape(s.message))
             for f in s.findings:
@@ -237,7 +266,7 @@ with tab_run:
             elif active:  # it just ended: redraw the page (sidebar, buttons, estimate)
                 st.rerun(scope="app")
             st.subheader("Guards")
-            _guard_panel()
+            _guard_panel(summary)
 
         progress()
     else:

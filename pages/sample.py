@@ -5,11 +5,13 @@ import streamlit as st
 
 from core import charts
 from core.errors import AuditError
+from core.estimate import DEFAULT_LATENCY_S, audit_estimate
 from core.flip import effective_cutoff
-from core.format import md_escape, num
+from core.format import md_escape
+from core.freeze import FreezeSheet
 from core.ingest import commit_pool, validate_pool
-from core.sample import DEFAULT_DESIGN, REDUCED_DESIGN, estimate_run, stratified_sample
-from ui import state
+from core.sample import DEFAULT_DESIGN, REDUCED_DESIGN, stratified_sample
+from ui import run_forms, state
 
 state.init_state()
 store = state.get_store()
@@ -24,6 +26,17 @@ st.caption("Pick the candidates to re-run: most of them near the cutoff (the onl
 
 audit = store.get_audit(audit_id)
 settings = audit["settings"]
+
+
+def _estimate(cands, runs: int, key: str) -> None:
+    """The run's estimate — the same function, inputs and numbers as the Run page's."""
+    sheet = state.sheet_of(store, audit_id)
+    criteria = sheet.criteria if isinstance(sheet, FreezeSheet) else ()
+    est = audit_estimate(settings, frozen_model=str(audit["freeze"].get("model") or ""),
+                         criteria=criteria, candidates=cands, runs=int(runs),
+                         completed=store.completed_pairs(audit_id))
+    run_forms.render_estimate(est, key=key)
+
 pool = store.get_pool(audit_id)
 candidates = store.get_candidates(audit_id)
 has_draws = store.n_draws(audit_id) > 0
@@ -69,6 +82,7 @@ if len(candidates):
                                                         if has_draws else "."))
     st.dataframe(candidates[["candidate_id", "stratum", "first_pass_score"]], hide_index=True,
                  height=260, key="saved-sample")
+    _estimate(candidates, int(settings.get("runs") or 15), "sample-estimate-saved")
     if settings.get("cutoff") is not None:
         zones_t = float(settings.get("cutoff"))
         if settings.get("top_k"):
@@ -146,14 +160,18 @@ st.text(f"{c['band']} band, {c['high']} high anchors, {c['low']} low anchors "
 for s in frame.shortfalls:
     st.warning(md_escape(s[:1].upper() + s[1:] + "."))
 
-prices = (settings.get("prices") or {}).get(audit["freeze"].get("model") or "", {})
 lat = st.number_input("Expected latency per call (seconds), for the estimate", min_value=0.0,
-                      value=2.0, step=0.5, key=f"{k}-lat")
-est = estimate_run(sum(c.values()), int(runs), price_in_per_mtok=prices.get("input"),
-                   price_out_per_mtok=prices.get("output"), latency_s=float(lat) or None)
-st.info(f"Estimate (with the 3-run pre-flight): {est.describe()}.")
-st.caption(f"Estimate at 8 calls in flight; tokens assume ~{num(1500)} in and {num(300)} out "
-           "per call.")
+                      value=float(settings.get("latency_s") or DEFAULT_LATENCY_S), step=0.5,
+                      key=f"{k}-lat",
+                      help="Kept with the audit; the Run page's estimate uses it too until the "
+                           "pre-flight measures the real latency.")
+if settings.get("latency_s") is None and float(lat) != DEFAULT_LATENCY_S or \
+        settings.get("latency_s") is not None and float(lat) != float(settings["latency_s"]):
+    store.update_settings(audit_id, {"latency_s": float(lat)})
+    settings = store.get_audit(audit_id)["settings"]
+st.caption("Estimate of the run (the pre-flight's three calls are runs of one candidate, "
+           "not extra calls):")
+_estimate(frame.sample, int(runs), "sample-estimate")
 st.dataframe(frame.sample, hide_index=True, height=260, key="sample-draft")
 
 if st.button("Save this sample to the audit", type="primary"):

@@ -17,7 +17,11 @@ It answers three shapes, by path:
 Behaviour is set by :class:`Settings` (changeable while running with :meth:`FakeServer.set`):
 stochastic by default; ``cache`` (byte-identical answer per application); flaky (500s, 429 with
 ``Retry-After`` / ``retry-after-ms``, slow replies past the client's timeout, malformed JSON); a
-different reported model id after N answers. Every request is logged (time, path, request id,
+different reported model id after N answers; and what small real models do (``answer``: prose,
+invented keys, out-of-range scores, deeply nested JSON; ``finish_reason = "length"``; a
+refusal; ``content: null``; a 400 for a ``json_schema`` it does not take, in llama.cpp's error
+shape; a body dripped one byte at a time; a huge body). With a ``json_schema`` response format it
+answers only the schema's keys, as a grammar-constrained server does. Every request is logged (time, path, request id,
 status, body) for the assertions.
 """
 
@@ -63,9 +67,17 @@ class Settings:
                                             "claude-fable-5")
     status_override: int | None = None       # always answer this status
     echo_auth_on_error: bool = False         # error bodies quote the credentials received
+    echo_transform: str = ""                 # "", "base64" or "upper": how they are quoted
     fence: bool = False                      # wrap chat content in a ```json fence
     rubric: tuple[tuple[str, float], ...] = DEMO_RUBRIC
     seed: int = 0
+    answer: str = "scores"                   # scores | prose | invented | out_of_range | nested
+    finish_reason: str = "stop"              # e.g. "length" (chat) — "max_tokens" for messages
+    refusal: bool = False                    # message.refusal / stop_reason "refusal"
+    content_null: bool = False               # content: null (llama.cpp with a reasoning model)
+    reject_schema: bool = False              # 400 on response_format json_schema (llama.cpp's words)
+    drip_s: float = 0.0                      # seconds between body bytes (a dripping server)
+    huge_bytes: int = 0                      # pad the body to this many bytes
 
 
 @dataclass
@@ -169,11 +181,23 @@ class FakeServer:
                 raw = await reader.readexactly(n) if n else b""
                 status, extra, body = await self._respond(method, path, headers, raw)
                 data = body.encode("utf-8")
+                if self.settings.huge_bytes and status == 200:
+                    data = data + b" " * max(0, self.settings.huge_bytes - len(data))
                 out = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
                        "Content-Type: application/json", f"Content-Length: {len(data)}"]
                 out += [f"{k}: {v}" for k, v in extra.items()]
-                writer.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + data)
-                await writer.drain()
+                head_bytes = ("\r\n".join(out) + "\r\n\r\n").encode("latin-1")
+                drip = self.settings.drip_s
+                if drip and status == 200:
+                    writer.write(head_bytes)
+                    await writer.drain()
+                    for i in range(len(data)):
+                        writer.write(data[i:i + 1])
+                        await writer.drain()
+                        await asyncio.sleep(drip)
+                else:
+                    writer.write(head_bytes + data)
+                    await writer.drain()
                 if headers.get("connection", "").lower() == "close":
                     return
         except (ConnectionError, asyncio.CancelledError):
@@ -209,6 +233,11 @@ class FakeServer:
             if rid is not None:
                 self._seen_ids.add(rid)
         auth = headers.get("authorization") or headers.get("x-api-key") or ""
+        if s.echo_transform == "base64":
+            import base64
+            auth = base64.b64encode(auth.removeprefix("Bearer ").encode()).decode()
+        elif s.echo_transform == "upper":
+            auth = auth.upper()
         err_extra = f" (received credentials: {auth})" if s.echo_auth_on_error else ""
         if s.status_override:
             self._record(path, rid, s.status_override, body, headers)
@@ -224,6 +253,13 @@ class FakeServer:
                 return 400, {"request-id": "req_" + uuid.uuid4().hex[:16]}, json.dumps(
                     {"type": "error", "error": {"type": "invalid_request_error",
                      "message": f"{bad[0]}: not supported for model {model}"}})
+        rf = body.get("response_format") if isinstance(body, dict) else None
+        if s.reject_schema and isinstance(rf, dict) and rf.get("type") == "json_schema":
+            self._record(path, rid, 400, body, headers)
+            return 400, {}, json.dumps({"error": {
+                "code": 400, "type": "invalid_request_error",
+                "message": "Either \"json_schema\" or \"grammar\" can be specified, but not "
+                           "both"}})
         if (s.first_attempt_429 and first) or r < s.p429:
             extra = {}
             if s.retry_after is not None:
@@ -256,22 +292,39 @@ class FakeServer:
         if path.endswith("/chat/completions"):
             if s.fence:
                 content = f"Here are the scores:\n```json\n{content}\n```"
+            message: dict[str, Any] = {"role": "assistant",
+                                       "content": None if s.content_null else content}
+            if s.refusal:
+                message["refusal"] = "I can't help with scoring this person."
             return 200, {"x-request-id": "srv-" + uuid.uuid4().hex[:12]}, json.dumps({
                 "id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion",
                 "created": int(time.time()), "model": model,
                 "system_fingerprint": "fp_fake01",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": content}}],
+                "choices": [{"index": 0, "finish_reason": s.finish_reason,
+                             "message": message}],
                 "usage": {"prompt_tokens": 120, "completion_tokens": 40, "total_tokens": 160,
                           "prompt_tokens_details": {"cached_tokens": 64}}})
         if path.endswith("/messages"):
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": content}]
+            forced = (body.get("tool_choice") or {}).get("name") if isinstance(
+                body.get("tool_choice"), dict) else None
+            if forced:
+                try:
+                    blocks = [{"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:8],
+                               "name": forced, "input": json.loads(content)}]
+                except json.JSONDecodeError:
+                    pass
+            stop = ("refusal" if s.refusal else
+                    "max_tokens" if s.finish_reason in ("length", "max_tokens") else
+                    "tool_use" if forced else "end_turn")
             return 200, {"request-id": "req_" + uuid.uuid4().hex[:16]}, json.dumps({
                 "id": "msg_" + uuid.uuid4().hex[:12], "type": "message", "role": "assistant",
-                "model": model, "stop_reason": "end_turn",
-                "content": [{"type": "text", "text": content}],
+                "model": model, "stop_reason": stop,
+                "content": blocks,
                 "usage": {"input_tokens": 30, "output_tokens": 40,
                           "cache_read_input_tokens": 90, "cache_creation_input_tokens": 0}})
-        answer = json.loads(content) if not malformed else None
+        answer = (json.loads(content) if not malformed
+                  and s.answer in ("scores", "out_of_range", "invented") else None)
         if answer is None:
             return 200, {}, content
         answer["model"] = model
@@ -299,14 +352,50 @@ class FakeServer:
             mean = base_rng.uniform(0.35, 0.9) * mx
             x = round(min(max(mean + noise.gauss(0, 0.08 * mx), 0), mx))
             scores[name] = x
-        scores["total"] = sum(scores[n] for n, _ in s.rubric)
-        scores["rationale"] = noise.choice(["solid", "mixed evidence", "thin portfolio",
-                                            "strong systems work"])
+        schema = _schema_of(body)
+        if s.answer == "out_of_range":
+            scores = {name: int(mx * 3 + noise.randint(1, 9)) for name, mx in s.rubric}
+        if schema is not None:          # a grammar-constrained server: the schema's keys only
+            props = schema.get("properties") or {}
+            scores = {k: min(v, props[k].get("maximum", v)) if s.answer != "out_of_range"
+                      else v for k, v in scores.items() if k in props}
+            if "total" in props:
+                scores["total"] = sum(v for k, v in scores.items() if k != "total")
+        else:
+            scores["total"] = sum(scores[n] for n, _ in s.rubric if n in scores)
+            scores["rationale"] = noise.choice(["solid", "mixed evidence", "thin portfolio",
+                                                "strong systems work"])
         content = json.dumps(scores)
+        if s.answer == "prose":
+            content = (f"This candidate looks {noise.choice(['strong', 'promising', 'weak'])} "
+                       "overall; I would rate the technical skills highly and the rest average.")
+        elif s.answer == "invented":
+            content = json.dumps({"title": "Senior Backend Engineer",
+                                  "Technical Skills": noise.randint(5, 30), "verdict": "hire"})
+        elif s.answer == "nested":
+            content = "[" * 100_000 + "]" * 100_000
         if s.cache:
             with self._lock:
                 content = self._cache.setdefault(key, content)
         return content
+
+
+def _schema_of(body: Any) -> dict[str, Any] | None:
+    """The JSON schema a request asks for, in any of the shapes the servers take."""
+    if not isinstance(body, dict):
+        return None
+    rf = body.get("response_format")
+    if isinstance(rf, dict):
+        if rf.get("type") == "json_schema":
+            return (rf.get("json_schema") or {}).get("schema")
+        if rf.get("type") == "json_object" and isinstance(rf.get("schema"), dict):
+            return rf["schema"]
+    if isinstance(body.get("format"), dict):
+        return body["format"]
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools and isinstance(tools[0], dict):
+        return tools[0].get("input_schema")
+    return None
 
 
 def main() -> None:  # pragma: no cover - used by the benchmark

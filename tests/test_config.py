@@ -94,3 +94,77 @@ def test_sample_with_application_paths_and_row_errors(tmp_path):
     (tmp_path / "dup.csv").write_text("candidate_id,application\nc1,a\nc1,b\n")
     with pytest.raises(InputError, match="duplicate"):
         load_sample(tmp_path / "dup.csv")
+
+
+# ---------------------------------------------------------------------------- issue 8 / 12
+OPENAI = MINIMAL.replace('kind = "simulated"', 'kind = "openai-chat"\n'
+                         'base_url = "http://127.0.0.1:9/v1"')
+
+
+def test_the_answer_format_and_invalid_policy_are_frozen_in_the_sheet():
+    a = parse_config(OPENAI)
+    assert a.sheet.response_format == "json_schema" and a.sheet.max_tokens == 512
+    assert a.sheet.answer_schema["properties"]["skills"] == {"type": "integer", "minimum": 0,
+                                                             "maximum": 10}
+    assert a.sheet.on_invalid == "recall" and a.options.on_invalid == "recall"
+    b = parse_config(OPENAI + 'response_format = "json_object"\n')
+    c = parse_config(OPENAI + "max_tokens = 256\n")
+    d = parse_config(OPENAI + '[run]\non_invalid = "keep-as-failed"\n')
+    hashes = {x.sheet.hash for x in (a, b, c, d)}
+    assert len(hashes) == 4                             # each changes what is measured
+    assert b.sheet.answer_schema is None
+
+
+def test_the_older_out_of_range_clip_means_on_invalid_clip_and_contradictions_are_named():
+    cfg = parse_config(MINIMAL + 'out_of_range = "clip"\n')
+    assert cfg.options.on_invalid == "clip" and cfg.sheet.on_invalid == "clip"
+    with pytest.raises(InputError, match="on_invalid"):
+        parse_config(MINIMAL + 'out_of_range = "clip"\n[run]\non_invalid = "recall"\n')
+
+
+@pytest.mark.parametrize("name", ["AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "PATH"])
+def test_a_config_naming_a_non_model_secret_is_refused_at_load(name):
+    with pytest.raises(InputError, match="does not look like a model API key"):
+        parse_config(OPENAI + f'api_key_env = "{name}"\n')
+
+
+@pytest.mark.parametrize("field,value", [("concurrency", 10_000_000), ("runs", 1e9),
+                                         ("max_application_bytes", -1)])
+def test_absurd_run_sizes_are_refused_by_name(field, value):
+    with pytest.raises(InputError, match=field):
+        parse_config(MINIMAL + f"[run]\n{field} = {value}\n")
+
+
+def _sample(tmp_path, path_value: str) -> Path:
+    (tmp_path / "s.csv").write_text("candidate_id,application_path\nc1,ok.txt\n"
+                                    f"c2,{path_value}\n")
+    (tmp_path / "ok.txt").write_text("resume")
+    return tmp_path / "s.csv"
+
+
+@pytest.mark.parametrize("path_value", ["../../../../etc/passwd", "/etc/passwd",
+                                        "apps/../../secret.txt"])
+def test_application_paths_outside_the_sample_folder_are_refused(tmp_path, path_value):
+    with pytest.raises(InputError) as e:
+        load_sample(_sample(tmp_path, path_value))
+    assert "row 2" in str(e.value) and "application_path" in str(e.value)
+    assert "root:" not in str(e.value)
+
+
+def test_a_symlink_out_of_the_folder_and_an_oversized_application_are_refused(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not for the screener")
+    folder = tmp_path / "sample"
+    folder.mkdir()
+    (folder / "link.txt").symlink_to(outside)
+    with pytest.raises(InputError, match="outside"):
+        load_sample(_sample(folder, "link.txt"))
+    (folder / "big.txt").write_text("x" * 2000)
+    with pytest.raises(InputError, match="max_application_bytes"):
+        load_sample(_sample(folder, "big.txt"), max_application_bytes=1000)
+
+
+def test_a_prompt_template_outside_the_config_folder_is_refused(tmp_path):
+    cfg = parse_config(OPENAI + 'prompt_template = "../prompt.txt"\n', base_dir=tmp_path)
+    with pytest.raises(InputError, match="prompt_template"):
+        cfg.build_screener()

@@ -18,9 +18,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.demo import demo_freeze_sheet
+from core.estimate import audit_estimate
 from core.format import money
 from core.ingest import criteria_frame
-from core.runner import PriceTable, estimate_run, registry
+from core.runner import registry
+from core.screeners.base import render_template, rubric_text
+from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
 from core.screeners.registry import build_screener
 from core.store import Store
 
@@ -147,12 +150,23 @@ def test_openai_screener_saved_preflighted_and_run_to_exactly_n_draws(db, server
     assert settings["screener"]["api_key_env"] == KEY_ENV
     assert KEY not in json.dumps(settings)
 
+    # one estimate: the Sample page and the Run page show the same numbers for the same audit
+    run_page = _metrics(_open(_app_on(audit_id), "run"))
+    sample_page = _metrics(_open(_app_on(audit_id), "sample"))
+    assert run_page["Calls to make"] == "600"
+    for label in ("Calls to make", "Input tokens", "Output tokens", "Cost", "Wall time"):
+        assert run_page[label] == sample_page[label], label
+    at = _open(_app_on(audit_id), "run")
     at.number_input(key=f"run-{audit_id}-runs").set_value(3).run()
     m = _metrics(at)
     assert m["Calls to make"] == "120"
-    assert m["Wall time"] == "—"
-    assert any("Wall time needs a latency: run the pre-flight first" in _plain(c.value)
-               for c in at.caption)
+    assert m["Wall time"] == "30 s"               # ⌈120 / 8⌉ × the default 2 s, said so
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert "2.00 s a call, a default until the pre-flight measures it" in caption
+    assert "assumed 1,500 a call: the sample holds no application text" in caption
+    assert "Worst case: 360 calls" in caption     # 120 pairs × 3 calls each
+    assert f"the API key in the variable {KEY_ENV} is sent to 127.0.0.1:{server.port} only" \
+        in caption
     assert server.arrivals == 0                   # nothing is called before the user asks
 
     _button(at, "Run the 3-run pre-flight").click().run()
@@ -180,6 +194,16 @@ def test_openai_screener_saved_preflighted_and_run_to_exactly_n_draws(db, server
     assert KEY not in _all_text(at)
 
 
+def estimate_by_hand(cands: pd.DataFrame, calls: int, p_in: float, p_out: float) -> float:
+    values = {"rubric": rubric_text(demo_freeze_sheet().criteria), "application": "",
+              "candidate_id": "", "request_id": "0" * 32}
+    overhead = len(render_template(DEFAULT_PROMPT, values)) + len(
+        render_template(DEFAULT_SYSTEM, values))
+    mean_app = cands["application"].str.len().mean()
+    per_in = -(-(overhead + mean_app) // 4)
+    return calls * (per_in * p_in + (30 + 12 * 4) * p_out) / 1e6
+
+
 # ---------------------------------------------------------------------------- (b) prices
 def test_price_table_edit_is_saved_and_drives_the_estimated_cost(db, server):
     audit_id = "rp-prices"
@@ -188,7 +212,7 @@ def test_price_table_edit_is_saved_and_drives_the_estimated_cost(db, server):
     at = _open(_app_on(audit_id), "run")
     model = demo_freeze_sheet().model
     assert _metrics(at)["Cost"] == "—"            # no price for the frozen model yet
-    assert any(f"No price for '{model}'" in _plain(c.value) for c in at.caption)
+    assert any(f"no price for '{model}'" in _plain(c.value) for c in at.caption)
     editor = at.data_editor[0]
     assert editor.value["model"].tolist() == [model]  # its row is offered, empty
 
@@ -200,10 +224,13 @@ def test_price_table_edit_is_saved_and_drives_the_estimated_cost(db, server):
     store = _store()
     saved = store.get_audit(audit_id)["settings"]["prices"]
     assert saved == {model: {"input": 2.5, "output": 10.0, "cached_input": 0.25}}
-    screener = build_screener("openai-chat", {"base_url": base},
-                              criteria=demo_freeze_sheet().criteria, sheet=demo_freeze_sheet())
-    expected = estimate_run(screener, store.get_candidates(audit_id), 4,
-                            prices=PriceTable.from_dict(saved)).cost
+    expected = audit_estimate(store.get_audit(audit_id)["settings"], frozen_model=model,
+                              criteria=demo_freeze_sheet().criteria,
+                              candidates=store.get_candidates(audit_id), runs=4).cost
+    # by hand: 32 calls × (⌈(template + application characters) / 4⌉ input at $2.5/M +
+    # 78 output at $10/M) — the applications are measured, not assumed
+    cands = store.get_candidates(audit_id)
+    assert expected == pytest.approx(estimate_by_hand(cands, 32, 2.5, 10.0))
     assert expected and _metrics(at)["Cost"] == money(expected)
 
     # a higher price → a higher cost, proportionally
@@ -235,6 +262,10 @@ def test_price_table_edit_is_saved_and_drives_the_estimated_cost(db, server):
      "'API key variable' takes the name of an environment variable"),
     ("variable not set", {"key_env": "RUNPAGE_UNSET_VARIABLE"},
      "the API key variable 'RUNPAGE_UNSET_VARIABLE' is not set"),
+    ("plain http to another host", {"base_url": "http://10.1.2.3:8080/v1"},
+     "'base_url' uses plain http:// to 10.1.2.3"),
+    ("credentials in the URL", {"base_url": "https://u:pw@api.example.com/v1"},
+     "'base_url' carries credentials"),
 ])
 def test_form_error_is_a_sentence_and_saves_nothing(db, server, case, fields, says):
     audit_id = f"rp-err-{abs(hash(case)) % 10_000}"
@@ -311,5 +342,176 @@ def test_a_cached_screener_blocks_at_the_preflight(db):
         assert srv.arrivals == 3
     blocked = [_plain(e.value) for e in at.error if "Blocked by a guard" in e.value]
     assert blocked and "deterministic or cached" in blocked[0]
-    assert any("a cache test, not a variance test" in _plain(e.value) for e in at.error)
+    # the pre-flight is 3 calls of one candidate: the cache guard of the whole sample does not
+    # speak yet (it needs two calls per candidate); the pre-flight's block says it all
+    assert any("Cache guard: not judged yet: 1 of 8 candidate(s)" in _plain(c.value)
+               for c in at.caption)
     assert _button(at, "Start the run").disabled
+
+
+# ---------------------------------------------------------------------------- issue 12: code
+def test_code_running_kinds_are_offered_only_when_the_operator_enables_them(db, monkeypatch):
+    audit_id = "rp-kinds"
+    _make_audit(db, audit_id)
+    monkeypatch.delenv("AUDIT_ALLOW_CODE_SCREENERS", raising=False)
+    at = _open(_app_on(audit_id), "run")
+    options = at.selectbox(key=f"scr-{audit_id}-kind").options
+    assert not any("command-line" in o or "Python function" in o for o in options)
+    monkeypatch.setenv("AUDIT_ALLOW_CODE_SCREENERS", "1")
+    at = _open(_app_on(audit_id), "run")
+    options = at.selectbox(key=f"scr-{audit_id}-kind").options
+    assert any("command-line" in o for o in options) and any("Python" in o for o in options)
+
+
+def test_a_saved_command_screener_from_a_database_file_never_runs(db, tmp_path, monkeypatch):
+    """A .duckdb received from someone else carries a command screener: the page names it,
+    builds nothing, and no button can run it."""
+    monkeypatch.delenv("AUDIT_ALLOW_CODE_SCREENERS", raising=False)
+    marker = tmp_path / "marker"
+    script = tmp_path / "evil.py"
+    script.write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n")
+    audit_id = "rp-evil"
+    _make_audit(db, audit_id, settings={"screener": {
+        "kind": "command", "command": [sys.executable, str(script)]}})
+    at = _open(_app_on(audit_id), "run")
+    errors = " ".join(_plain(e.value) for e in at.error)
+    assert "runs code on this machine" in errors and "AUDIT_ALLOW_CODE_SCREENERS" in errors
+    assert not [b for b in at.button if b.label == "Run the 3-run pre-flight"]
+    assert _button(at, "Start the run").disabled
+    assert not marker.exists()
+
+
+# ---------------------------------------------------------------------------- issue 8
+def test_saving_the_screener_freezes_the_answer_format_in_the_sheet(db, server):
+    audit_id = "rp-sheet"
+    _make_audit(db, audit_id)
+    at = _open(_app_on(audit_id), "run")
+    old_hash = _store().get_audit(audit_id)["harness_hash"]
+    at = _fill_openai_form(at, audit_id, base_url=server.url + "/v1")
+    audit = _store().get_audit(audit_id)
+    assert audit["freeze"]["response_format"] == "json_schema"
+    assert audit["freeze"]["max_tokens"] == 512 and audit["freeze"]["on_invalid"] == "recall"
+    assert audit["freeze"]["answer_schema"]["properties"]["experience"]["maximum"] == 20
+    assert audit["harness_hash"] != old_hash
+
+
+def test_a_screener_answering_in_prose_is_stopped_and_the_page_says_why(db):
+    audit_id = "rp-prose"
+    _make_audit(db, audit_id, k=10)
+    with FakeServer(answer="prose") as srv:
+        at = _open(_app_on(audit_id), "run")
+        at.selectbox(key=f"scr-{audit_id}-kind").set_value("openai-chat").run()
+        k = f"scr-{audit_id}-openai-chat"
+        at.text_input(key=f"{k}-base_url").set_value(srv.url + "/v1")
+        at.selectbox(key=f"{k}-response_format").set_value("json_object")
+        _button(at, "Save the screener").click().run()
+        at.number_input(key=f"run-{audit_id}-runs").set_value(15).run()
+        _button(at, "Start the run").click().run()
+        _wait_for_run(at, audit_id)
+        assert srv.arrivals <= 20 + 8                 # stopped early, not 150 × 3 calls
+    text = " ".join(_plain(e.value) for e in at.error)
+    assert "Stopped by the circuit breaker" in text and "response_format" in text
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert "Invalid answers:" in caption and "parse error" in caption
+    assert "Traceback" not in _all_text(at)
+
+
+def test_invalid_answer_rates_on_the_criteria_page_and_in_every_report_format(db):
+    """A screener whose answers are often unparseable, re-called: the Criteria page and each
+    report format give the rate overall, by kind and per candidate, and warn that the draws
+    are conditioned on validity (re-calls above 5% of calls)."""
+    import asyncio
+
+    from core.audit import analyze
+    from core.report import render
+    from core.runner import Runner, RunOptions
+    audit_id = "rp-invalid"
+    _make_audit(db, audit_id, k=8)
+    store = Store(db)
+    sheet = demo_freeze_sheet()
+    with FakeServer(pmalformed=0.3, seed=4) as srv:
+        scr = build_screener("openai-chat", {"base_url": srv.url + "/v1"},
+                             criteria=sheet.criteria, sheet=sheet)
+        st = asyncio.run(Runner(store, audit_id, scr, RunOptions(
+            runs=4, preflight=False, max_calls_per_pair=6, backoff_base_s=0.01,
+            flush_s=0.05, breaker=False)).run())
+    assert st.done == 32
+    result = analyze(store, audit_id)
+    inv = result.invalid
+    store.close()
+    assert inv.measured and inv.by_kind["parse_error"] == inv.invalid > 0
+    assert inv.rate == pytest.approx(inv.invalid / inv.answered)
+    assert inv.conditioned
+    for fmt in ("text", "md", "json", "html"):
+        out = render(result, fmt)
+        assert "lower bound" in out, fmt
+        assert f"{inv.invalid} of {inv.answered} answers" in out or fmt == "json", fmt
+    assert '"by_kind"' in render(result, "json")
+    at = _open(_app_on(audit_id), "criteria")
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert f"{inv.invalid} of {inv.answered} answers" in caption
+    assert "Per candidate:" in caption
+    assert any("lower bound" in _plain(w.value) for w in at.warning)
+
+
+def test_the_command_line_and_the_run_page_give_the_same_estimate(db):
+    """One estimate: `run --estimate` on a config and the Run page of the audit it saved show
+    the same calls, tokens and worst case (template files and applications measured alike)."""
+    import os
+    import subprocess
+    res = subprocess.run([sys.executable, "-m", "core", "run", "--config",
+                          str(ROOT / "examples" / "audit-openai.toml"), "--db", str(db),
+                          "--estimate"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    line = next(x for x in res.stderr.splitlines() if x.startswith("estimate:"))
+    calls, tin, tout = re.search(r"estimate: (\d+) calls, ~([\d,]+) input and ~([\d,]+) output",
+                                 line).groups()
+    worst = re.search(r"worst case: ([\d,]+) calls", res.stderr).group(1)
+    at = _open(_app_on("eng-2291-qwen"), "run")
+    m = _metrics(at)
+    assert (m["Calls to make"], m["Input tokens"], m["Output tokens"]) == (calls, tin, tout)
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert f"Worst case: {worst} calls" in caption
+    assert "from the applications and the prompt" in caption
+
+
+def test_the_sheet_follows_criteria_edited_after_the_screener_was_saved(db, server):
+    """Criteria maxima changed on the Freeze page after the screener was saved: before the
+    first draw the Run page re-freezes the schema from the current criteria."""
+    import dataclasses
+
+    from core.freeze import Criterion
+    audit_id = "rp-resync"
+    _make_audit(db, audit_id)
+    _fill_openai_form(_open(_app_on(audit_id), "run"), audit_id, base_url=server.url + "/v1")
+    store = _store()
+    frozen = store.get_audit(audit_id)["freeze"]
+    assert frozen["answer_schema"]["properties"]["experience"]["maximum"] == 20
+    sheet = dataclasses.replace(
+        demo_freeze_sheet(), criteria=(Criterion("technical_skills", 35.0),
+                                       Criterion("experience", 40.0)),
+        **{k: frozen[k] for k in ("response_format", "schema_style", "answer_schema",
+                                  "max_tokens", "on_invalid")})
+    store.save_audit(audit_id, sheet.to_dict(), sheet.hash)   # what the Freeze page would save
+    _open(_app_on(audit_id), "run")
+    schema = _store().get_audit(audit_id)["freeze"]["answer_schema"]
+    assert schema["required"] == ["technical_skills", "experience"]
+    assert schema["properties"]["experience"]["maximum"] == 40
+
+
+def test_the_simulated_latency_field_and_the_estimate_agree_before_saving(db):
+    """The form shows the latency the run will use, and the estimate says where it comes
+    from: no '200 ms' in the field beside '0.0 s' in the estimate."""
+    audit_id = "rp-simlat"
+    _make_audit(db, audit_id)
+    at = _open(_app_on(audit_id), "run")
+    field = at.number_input(key=f"scr-{audit_id}-simulated-latency_ms")
+    assert field.value == 0
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert "0.00 s a call, the simulated screener's setting" in caption
+    field.set_value(300)
+    _button(at, "Save the screener").click().run()
+    caption = " ".join(_plain(c.value) for c in at.caption)
+    assert "0.30 s a call, the simulated screener's setting" in caption
+    assert _metrics(at)["Wall time"] == "1.2 s"     # ⌈8 candidates × 4 runs / 8⌉ × 0.3 s

@@ -124,34 +124,34 @@ def test_scrub_removes_registered_secrets():
 
 
 def test_missing_api_key_variable_names_the_variable_only(monkeypatch):
-    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
-    with pytest.raises(InputError, match="NO_SUCH_KEY_VAR"):
-        build_screener("openai-chat", {"base_url": "http://x/v1", "model": "m-1",
-                                       "api_key_env": "NO_SUCH_KEY_VAR"}, criteria=RUBRIC)
+    monkeypatch.delenv("NO_SUCH_SCREENER_API_KEY", raising=False)
+    with pytest.raises(InputError, match="NO_SUCH_SCREENER_API_KEY"):
+        build_screener("openai-chat", {"base_url": "http://127.0.0.1:9/v1", "model": "m-1",
+                                       "api_key_env": "NO_SUCH_SCREENER_API_KEY"}, criteria=RUBRIC)
 
 
 def test_streamlit_secrets_are_looked_up_before_the_environment(monkeypatch):
-    monkeypatch.setenv("KEY_VAR_X", "from-env-value-1")
+    monkeypatch.setenv("X_SCREENER_API_KEY", "from-env-value-1")
     scr = build_screener("anthropic", {"model": "claude-haiku-4-5-20251001",
-                                       "api_key_env": "KEY_VAR_X"}, criteria=RUBRIC,
-                         secrets={"KEY_VAR_X": "from-secrets-value-2"})
+                                       "api_key_env": "X_SCREENER_API_KEY"}, criteria=RUBRIC,
+                         secrets={"X_SCREENER_API_KEY": "from-secrets-value-2"})
     assert scr._api_key == "from-secrets-value-2"
     assert "from-secrets" not in repr(scr) and "from-secrets" not in str(scr.describe())
 
 
 def test_credentials_in_config_headers_are_refused():
     with pytest.raises(InputError, match="api_key_env"):
-        build_screener("http-json", {"url": "http://x", "model": "m-1",
+        build_screener("http-json", {"url": "http://127.0.0.1:9", "model": "m-1",
                                      "headers": {"Authorization": "Bearer abc"}},
                        criteria=RUBRIC)
 
 
 @pytest.mark.parametrize("kind,options,field", [
-    ("openai-chat", {"base_url": "http://x/v1", "model": "m-1",
+    ("openai-chat", {"base_url": "http://127.0.0.1:9/v1", "model": "m-1",
                      "prompt": "Score this candidate."}, "prompt_template"),
     ("anthropic", {"model": "claude-haiku-4-5-20251001", "prompt": "Score it."},
      "prompt_template"),
-    ("http-json", {"url": "http://x", "model": "m-1",
+    ("http-json", {"url": "http://127.0.0.1:9", "model": "m-1",
                    "body": {"id": "{candidate_id}"}}, "body_template"),
 ])
 def test_a_template_without_the_application_is_refused(kind, options, field):
@@ -163,7 +163,7 @@ def test_a_template_without_the_application_is_refused(kind, options, field):
 
 def test_unknown_screener_field_is_refused():
     with pytest.raises(InputError, match="temprature"):
-        build_screener("openai-chat", {"base_url": "http://x/v1", "model": "m-1",
+        build_screener("openai-chat", {"base_url": "http://127.0.0.1:9/v1", "model": "m-1",
                                        "temprature": 1}, criteria=RUBRIC)
 
 

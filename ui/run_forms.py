@@ -1,7 +1,7 @@
 """The Run page's console: the screener form, the price table and the estimate panel.
 
 The rules live in core — :func:`core.screeners.registry.build_screener` validates a
-configuration, :func:`core.runner.estimate_run` estimates, :class:`core.runner.PriceTable`
+configuration, :func:`core.estimate.audit_estimate` estimates, :class:`core.runner.PriceTable`
 prices. This module only turns widgets into the options core expects, and back.
 
 The helpers at the top take and return plain values (no widget), so they are tested without a
@@ -10,10 +10,19 @@ browser; the ``render_*`` functions draw widgets.
 Never a secret: the form asks for the *name* of the environment variable that holds the API
 key (``api_key_env``). The key itself is read from Streamlit secrets or the environment when the
 screener is built, and is never shown, stored, or repeated in a message.
+
+Code-running screeners (a command-line program, a Python function) are offered only when the
+operator started the app with ``AUDIT_ALLOW_CODE_SCREENERS=1``; a saved one (from a database
+file received from someone else, say) is otherwise never built, so nothing of it runs.
+
+Saving the screener also writes what it is asked to answer (response format, the rubric schema,
+the output limit) and the invalid-answer policy into the freeze sheet: they change what is
+measured, so they change the harness hash — allowed until the audit's first draw.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -27,16 +36,26 @@ import streamlit as st
 
 from core.errors import AuditError, InputError
 from core.format import md_escape, money, num, seconds
-from core.freeze import FreezeSheet
+from core.freeze import ON_INVALID, FreezeSheet
 from core.runner import Estimate, PriceTable, RunOptions
 from core.screeners.base import Screener
 from core.screeners.http_json import DEFAULT_BODY
-from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
-from core.screeners.registry import COMMON_KEYS, KIND_KEYS, KINDS, build_screener
+from core.screeners.openai_chat import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT, DEFAULT_SYSTEM
+from core.screeners.registry import (
+    CODE_KINDS,
+    COMMON_KEYS,
+    KIND_KEYS,
+    KINDS,
+    answer_fields,
+    build_screener,
+    code_screeners_enabled,
+)
+from core.screeners.schema import RESPONSE_FORMATS, SCHEMA_STYLES
 from ui.state import show_error
 
 __all__ = [
-    "KIND_LABELS", "LIMIT_KEYS", "build", "check_env_name", "check_templates",
+    "KIND_LABELS", "LIMIT_KEYS", "available_kinds", "build", "destination",
+    "frozen_answer_sheet", "check_env_name", "check_templates",
     "limits_from_form", "model_mismatch", "options_from_form", "parse_paths", "prices_frame",
     "prices_from_frame", "render_estimate", "render_prices", "render_screener_form",
     "render_screener_summary", "run_options", "saved_limits", "saved_screener",
@@ -57,10 +76,27 @@ PARSE_LABELS: dict[str, str] = {
     "paths": "paths: one dotted path per criterion (below)",
 }
 HTTP_KINDS = frozenset({"http-json", "openai-chat", "anthropic"})
+LLM_KINDS = ("openai-chat", "anthropic")
+RESPONSE_FORMAT_LABELS = {
+    "json_schema": "JSON schema from the rubric (the server enforces the keys and ranges)",
+    "json_object": "any JSON object (the model chooses the keys)",
+    "none": "no format requested",
+}
+SCHEMA_STYLE_LABELS = {
+    "openai": "OpenAI shape: OpenAI, vLLM, llama.cpp server, Ollama /v1",
+    "json-object-schema": "json_object + schema: llama-cpp-python",
+    "ollama": "format field: Ollama's native API (its /v1 takes the OpenAI shape)",
+}
+ON_INVALID_LABELS = {
+    "recall": "call again (draws then conditioned on validity; counted)",
+    "clip": "clip scores outside 0..max (counted); other invalid answers called again",
+    "keep-as-failed": "keep as failed (the pair stays without a draw)",
+}
 #: Run-level call limits kept in the audit settings next to the screener (RunOptions fields).
-LIMIT_KEYS = ("timeout_s", "max_retries", "rpm")
+LIMIT_KEYS = ("timeout_s", "max_retries", "rpm", "on_invalid", "max_calls_per_pair")
 _LIMIT_DEFAULTS = {"timeout_s": RunOptions.timeout_s, "max_retries": RunOptions.max_retries,
-                   "rpm": None}
+                   "rpm": None, "on_invalid": RunOptions.on_invalid,
+                   "max_calls_per_pair": RunOptions.max_calls_per_pair}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: How common API keys start; such a value in the variable-name field is a pasted key.
 _KEY_PREFIXES = ("sk-", "sk_", "gsk_", "xai-", "aiza", "hf_", "ghp_", "github_pat_", "pk_")
@@ -69,6 +105,33 @@ _DEFAULT_KEY_ENV = {"openai-chat": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API
 
 
 # ============================================================================ plain helpers
+def available_kinds() -> list[str]:
+    """Screener kinds the form offers: code-running kinds only when the operator enabled
+    them (``AUDIT_ALLOW_CODE_SCREENERS=1``)."""
+    allowed = code_screeners_enabled()
+    return [k for k in KIND_LABELS if allowed or k not in CODE_KINDS]
+
+
+def destination(screener: Screener) -> str:
+    """Where the calls go and which host receives the key (shown before any call)."""
+    fn = getattr(screener, "key_destination", None)
+    dest = fn() if callable(fn) else None
+    url = getattr(screener, "url", None)
+    if dest is not None:
+        return (f"Calls go to {url}; the API key in the variable {dest[0]} is sent to "
+                f"{dest[1]} only.")
+    if url:
+        return f"Calls go to {url}; no API key is sent."
+    return "Calls stay on this machine."
+
+
+def frozen_answer_sheet(sheet: FreezeSheet, kind: str, options: Mapping[str, Any],
+                        on_invalid: str) -> FreezeSheet:
+    """The sheet with what the screener is asked to answer and the invalid-answer policy."""
+    return dataclasses.replace(sheet, **answer_fields(kind, options, sheet.criteria,
+                                                      on_invalid))
+
+
 def saved_screener(settings: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The audit's saved screener: its kind and the options that kind accepts."""
     cfg = dict(settings.get("screener") or {"kind": "simulated"})
@@ -173,10 +236,12 @@ def options_from_form(kind: str, values: Mapping[str, Any]) -> dict[str, Any]:
         put("base_url", v.get("base_url") or "")
         opts["prompt"] = prompt
         opts["system"] = system
-        if _int(v.get("max_tokens")) > 0:
-            opts["max_tokens"] = _int(v.get("max_tokens"))
+        opts["max_tokens"] = _int(v.get("max_tokens"), DEFAULT_MAX_TOKENS)
+        if v.get("response_format"):
+            opts["response_format"] = str(v["response_format"])
         if kind == "openai-chat":
-            opts["json_mode"] = bool(v.get("json_mode", True))
+            if v.get("schema_style"):
+                opts["schema_style"] = str(v["schema_style"])
             opts["seed_per_draw"] = bool(v.get("seed_per_draw", False))
         else:
             opts["prompt_caching"] = bool(v.get("prompt_caching", True))
@@ -202,11 +267,15 @@ def options_from_form(kind: str, values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def limits_from_form(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Timeout, retries and requests-per-minute (0 = no limit), validated by RunOptions."""
+    """Timeout, retries, requests-per-minute (0 = no limit), calls per pair and the invalid-answer
+    policy, validated by RunOptions."""
     rpm = float(values.get("rpm") or 0)
     limits = {"timeout_s": float(values.get("timeout_s") or RunOptions.timeout_s),
               "max_retries": _int(values.get("max_retries"), RunOptions.max_retries),
-              "rpm": rpm if rpm > 0 else None}
+              "rpm": rpm if rpm > 0 else None,
+              "on_invalid": str(values.get("on_invalid") or RunOptions.on_invalid),
+              "max_calls_per_pair": _int(values.get("max_calls_per_pair"),
+                                         RunOptions.max_calls_per_pair)}
     RunOptions(**limits)  # raises InputError with the field's name
     return limits
 
@@ -226,7 +295,8 @@ def build(kind: str, options: Mapping[str, Any], sheet: FreezeSheet, *, seed: in
     config_file = (settings or {}).get("config_file")
     base_dir = Path(str(config_file)).resolve().parent if config_file else Path(".")
     return build_screener(kind, options, criteria=sheet.criteria, sheet=sheet, seed=int(seed),
-                          secrets=secrets, base_dir=base_dir)
+                          secrets=secrets, base_dir=base_dir,
+                          allow_code=code_screeners_enabled())
 
 
 def model_mismatch(options: Mapping[str, Any], sheet: FreezeSheet | None) -> str | None:
@@ -334,7 +404,12 @@ def render_screener_form(store: Any, audit_id: str, settings: Mapping[str, Any],
     """The screener form; saves into the audit settings when valid. True when it saved."""
     saved_kind, saved = saved_screener(settings)
     limits = saved_limits(settings)
-    kinds = list(KIND_LABELS)
+    kinds = available_kinds()
+    if saved_kind in CODE_KINDS and saved_kind not in kinds:
+        st.error("This audit's saved screener runs code on this machine "
+                 f"({KIND_LABELS[saved_kind].lower()}); code-running screeners are off unless "
+                 "the operator starts the app with AUDIT_ALLOW_CODE_SCREENERS=1, so it is not "
+                 "used. Choose another kind below.")
     kind = st.selectbox("Screener kind", kinds,
                         index=kinds.index(saved_kind) if saved_kind in kinds else 0,
                         format_func=KIND_LABELS.__getitem__, key=f"scr-{audit_id}-kind")
@@ -376,7 +451,7 @@ def render_screener_form(store: Any, audit_id: str, settings: Mapping[str, Any],
         if kind == "simulated":
             values["latency_ms"] = c1.number_input(
                 "Simulated latency per call (ms)", min_value=0, step=50,
-                value=_int(cur.get("latency_ms", 200), 200), key=k("latency_ms"))
+                value=_int(cur.get("latency_ms", 0), 0), key=k("latency_ms"))
         if kind in HTTP_KINDS:
             values["api_key_env"] = c1.text_input(
                 "API key variable (its name, not the key)",
@@ -443,15 +518,33 @@ def render_screener_form(store: Any, audit_id: str, settings: Mapping[str, Any],
                 "Clip scores outside 0..max (recorded as clipped) instead of rejecting them",
                 value=cur.get("out_of_range") == "clip", key=k("clip"))
         if kind in ("openai-chat", "anthropic"):
+            f1, f2 = st.columns(2)
+            formats = list(RESPONSE_FORMATS)
+            default_rf = ("json_schema" if sheet.criteria and all(
+                c.max_points is not None for c in sheet.criteria) else "json_object")
+            rf = cur.get("response_format") or ("none" if cur.get("json_mode") is False
+                                                else default_rf)
+            values["response_format"] = f1.selectbox(
+                "Answer format", formats, index=formats.index(rf) if rf in formats else 0,
+                format_func=RESPONSE_FORMAT_LABELS.__getitem__, key=k("response_format"),
+                help="A JSON schema built from the frozen criteria (one number per criterion "
+                     "within 0..max, nothing else) keeps a small model from inventing keys. "
+                     "Frozen with the sheet.")
+            if kind == "openai-chat":
+                styles = list(SCHEMA_STYLES)
+                style = cur.get("schema_style") or "openai"
+                values["schema_style"] = f2.selectbox(
+                    "How the server takes a schema", styles,
+                    index=styles.index(style) if style in styles else 0,
+                    format_func=SCHEMA_STYLE_LABELS.__getitem__, key=k("schema_style"))
             o1, o2, o3 = st.columns(3)
             values["max_tokens"] = o1.number_input(
-                "Max output tokens (0 = not sent)" if kind == "openai-chat"
-                else "Max output tokens", min_value=0, step=64, key=k("max_tokens"),
-                value=_int(cur.get("max_tokens", 0 if kind == "openai-chat" else 1024)))
+                "Max output tokens per call", min_value=1, max_value=32_768, step=64,
+                key=k("max_tokens"),
+                value=_int(cur.get("max_tokens", DEFAULT_MAX_TOKENS), DEFAULT_MAX_TOKENS),
+                help="Always sent: an answer cut off by it is counted as truncated. Frozen "
+                     "with the sheet.")
             if kind == "openai-chat":
-                values["json_mode"] = o2.checkbox("Ask for JSON output (json mode)",
-                                                  value=bool(cur.get("json_mode", True)),
-                                                  key=k("json_mode"))
                 values["seed_per_draw"] = o3.checkbox(
                     "Send a different seed with every call", key=k("seed_per_draw"),
                     value=bool(cur.get("seed_per_draw", False)),
@@ -474,6 +567,19 @@ def render_screener_form(store: Any, audit_id: str, settings: Mapping[str, Any],
             lim["rpm"] = l3.number_input("Requests per minute (0 = no limit)", min_value=0,
                                          step=60, value=int(limits["rpm"] or 0),
                                          key=k("limit-rpm"))
+        if kind != "simulated":
+            i1, i2 = st.columns(2)
+            policies = list(ON_INVALID)
+            lim["on_invalid"] = i1.selectbox(
+                "An invalid answer (unparseable, out of range, truncated, refused)", policies,
+                index=policies.index(limits["on_invalid"]) if limits["on_invalid"] in policies
+                else 0, format_func=ON_INVALID_LABELS.__getitem__, key=k("on-invalid"),
+                help="Whatever the policy, the rate of invalid answers is measured and "
+                     "reported. Frozen with the sheet.")
+            lim["max_calls_per_pair"] = i2.number_input(
+                "Calls per (candidate, run) at most", min_value=1, max_value=20, step=1,
+                value=int(limits["max_calls_per_pair"]), key=k("max-calls"),
+                help="The worst case of the estimate uses it.")
         submitted = st.form_submit_button("Save the screener", type="primary")
     if not submitted:
         warn = model_mismatch(cur, sheet)
@@ -486,11 +592,14 @@ def render_screener_form(store: Any, audit_id: str, settings: Mapping[str, Any],
         options = options_from_form(kind, values)
         new_limits = limits_from_form(lim) if lim else {}
         build(kind, options, sheet, secrets=secrets, settings=settings)  # validates; reads key
+        new_sheet = frozen_answer_sheet(sheet, kind, options,
+                                        str(new_limits.get("on_invalid", "recall")))
+        store.save_audit(audit_id, new_sheet.to_dict(), new_sheet.hash,
+                         {"screener": {**options, "kind": kind}, **new_limits,
+                          "preflight_latency_s": None})
     except AuditError as exc:
         show_error(exc, "The screener was not saved")
         return False
-    store.update_settings(audit_id, {"screener": {**options, "kind": kind}, **new_limits,
-                                     "preflight_latency_s": None})
     st.success(f"Screener saved: {KIND_LABELS[kind]}.")
     warn = model_mismatch(options, sheet)
     if warn:
@@ -527,19 +636,24 @@ def render_prices(store: Any, audit_id: str, settings: Mapping[str, Any],
             st.rerun()
 
 
-def render_estimate(est: Estimate, latency_note: str) -> None:
-    """Calls, tokens, cost and wall time of what is left to run."""
-    with st.container(key="run-estimate"):
+def render_estimate(est: Estimate, key: str = "run-estimate") -> None:
+    """Calls, tokens, cost and wall time (:func:`core.estimate.audit_estimate`), each with its
+    source, and the worst case. The Sample and Run pages both draw it."""
+    src = est.sources
+    with st.container(key=key):
         e1, e2, e3, e4, e5 = st.columns(5)
-        e1.metric("Calls to make", num(est.calls))
-        e2.metric("Input tokens", num(est.input_tokens), help="About 4 characters a token, "
-                  "from each candidate's rendered prompt")
-        e3.metric("Output tokens", num(est.output_tokens), help="An allowance per call")
-        e4.metric("Cost", money(est.cost), help="From the price table below; — when the "
-                  "model has no price")
+        e1.metric("Calls to make", num(est.calls),
+                  help=f"Of {num(est.whole_calls)} for the whole run"
+                  if est.whole_calls is not None else None)
+        e2.metric("Input tokens", num(est.input_tokens), help=src.get("input tokens"))
+        e3.metric("Output tokens", num(est.output_tokens), help=src.get("output tokens"))
+        e4.metric("Cost", money(est.cost), help=src.get("cost"))
         e5.metric("Wall time", seconds(est.wall_time_s),
-                  help="⌈calls ÷ calls in flight⌉ × latency per call; — until the latency is "
-                       "known (the pre-flight measures it)")
-        notes = [f"Latency: {latency_note}", f"{est.concurrency} calls in flight",
-                 *est.notes]
-        st.caption(md_escape(". ".join(n[:1].upper() + n[1:] for n in notes) + "."))
+                  help="⌈calls ÷ calls in flight⌉ × latency per call")
+        lines = [f"{name[:1].upper()}{name[1:]}: {text}" for name, text in src.items()]
+        lines.append(f"{est.concurrency} calls in flight; {'; '.join(est.notes)}")
+        if est.worst_calls is not None:
+            worst = "" if est.worst_cost is None else f", {money(est.worst_cost)}"
+            lines.append(f"Worst case: {num(est.worst_calls)} calls{worst} — every pair "
+                         "using all its calls, every answer as long as max tokens allows")
+        st.caption(md_escape(". ".join(lines) + "."))

@@ -5,6 +5,10 @@
   a finding, never retried — :func:`core.screeners.base.post_json` classifies it).
 * The rubric prefix (the system prompt) may carry ``cache_control`` (prompt caching): prefix
   reuse does not remove sampling variance, and cached reads bill at a fraction of the input rate.
+* Structured answers: with ``response_format = "json_schema"`` (the default when every
+  criterion has its max) the rubric schema is the ``input_schema`` of one tool the model is
+  forced to call (``tool_choice``); the answer is that tool call's input. ``max_tokens`` is always
+  sent; ``stop_reason = "max_tokens"`` is a *truncated* answer, ``"refusal"`` a *refused* one.
 * Records the reported ``model``, the ``request-id`` response header and usage, with
   ``cache_read_input_tokens`` as cached input. ``input_tokens`` stored = uncached input + cache
   reads + cache writes, so that it counts every input token as the other adapters do.
@@ -12,6 +16,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,12 +28,14 @@ from core.screeners.base import (
     RawResult,
     Screener,
     ScreenRequest,
+    as_count,
     post_json,
     render_template,
     rubric_text,
 )
-from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
+from core.screeners.openai_chat import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT, DEFAULT_SYSTEM
 from core.screeners.parsing import ParseSpec
+from core.screeners.schema import SCHEMA_NAME, default_response_format, rubric_schema
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicScreener"]
 
@@ -45,13 +52,20 @@ class AnthropicScreener(Screener):
                  criteria: tuple[Criterion, ...] = (), parse: ParseSpec | None = None,
                  prompt_template: str = DEFAULT_PROMPT,
                  system_template: str | None = DEFAULT_SYSTEM, api_key: str | None = None,
-                 sampling: Mapping[str, float] | None = None, max_tokens: int = 1024,
-                 prompt_caching: bool = True) -> None:
+                 api_key_env: str | None = None, response_format: str | None = None,
+                 schema_total: bool = False,
+                 sampling: Mapping[str, float] | None = None,
+                 max_tokens: int = DEFAULT_MAX_TOKENS, prompt_caching: bool = True) -> None:
         super().__init__(model=model, criteria=criteria, parse=parse)
         self.base_url = base_url.rstrip("/")
         self.prompt_template = prompt_template
         self.system_template = system_template
         self._api_key = api_key
+        self.api_key_env = api_key_env
+        self.response_format = response_format or default_response_format(self.criteria)
+        self.schema_style = "anthropic-tool"
+        self.schema = (rubric_schema(self.criteria, total=schema_total)
+                       if self.response_format == "json_schema" else None)
         self.sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
         self.max_tokens = int(max_tokens)
         self.prompt_caching = prompt_caching
@@ -79,6 +93,11 @@ class AnthropicScreener(Screener):
             if self.prompt_caching:
                 block["cache_control"] = {"type": "ephemeral"}
             body["system"] = [block]
+        if self.schema is not None:
+            body["tools"] = [{"name": SCHEMA_NAME,
+                              "description": "Record the rubric scores of this application.",
+                              "input_schema": self.schema}]
+            body["tool_choice"] = {"type": "tool", "name": SCHEMA_NAME}
         body.update(self.sampling)
         return body
 
@@ -88,26 +107,38 @@ class AnthropicScreener(Screener):
         headers = {"anthropic-version": ANTHROPIC_VERSION, "X-Request-ID": request.request_id}
         if self._api_key:
             headers["x-api-key"] = self._api_key
-        resp = await post_json(client, self.url, self.body(request), headers)
+        resp = await post_json(client, self.url, self.body(request), headers,
+                               self.call_limits)
         try:
             data = resp.json()
             blocks = data["content"]
-            text = "".join(b.get("text", "") for b in blocks
-                           if isinstance(b, dict) and b.get("type") == "text")
-        except (ValueError, KeyError, TypeError):
+            tool = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+            if self.schema is not None and tool:
+                text = json.dumps(tool[0].get("input"))
+            else:
+                text = "".join(str(b.get("text", "")) for b in blocks
+                               if isinstance(b, dict) and b.get("type") == "text")
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise CallFailed("the response is not a Messages API reply (no content blocks)",
                              status=resp.status_code, payload=resp.text) from None
-        usage = data.get("usage") or {}
-        uncached = usage.get("input_tokens")
-        read = usage.get("cache_read_input_tokens") or 0
-        written = usage.get("cache_creation_input_tokens") or 0
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        uncached = as_count(usage.get("input_tokens"))
+        read = as_count(usage.get("cache_read_input_tokens")) or 0
+        written = as_count(usage.get("cache_creation_input_tokens")) or 0
+        stop = data.get("stop_reason")
+        invalid = detail = None
+        if stop == "max_tokens":
+            invalid = "truncated"
+            detail = f"stop_reason = \"max_tokens\": the answer hit max_tokens = {self.max_tokens}"
+        elif stop == "refusal":
+            invalid, detail = "refused", "stop_reason = \"refusal\""
         return RawResult(
-            payload=text,
+            payload=text, invalid=invalid, invalid_detail=detail,
             http_status=resp.status_code,
-            model=data.get("model"),
-            input_tokens=None if uncached is None else int(uncached) + int(read) + int(written),
-            output_tokens=usage.get("output_tokens"),
-            cached_input_tokens=int(read) if usage else None,
+            model=None if data.get("model") is None else str(data.get("model"))[:200],
+            input_tokens=None if uncached is None else uncached + read + written,
+            output_tokens=as_count(usage.get("output_tokens")),
+            cached_input_tokens=read if usage else None,
             meta={"provider_request_id": resp.headers.get("request-id"),
                   "response_id": data.get("id"), "stop_reason": data.get("stop_reason"),
                   "cache_creation_input_tokens": written},
@@ -122,4 +153,5 @@ class AnthropicScreener(Screener):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "base_url": self.base_url, "sampling": self.sampling,
+                "response_format": self.response_format, "schema": self.schema,
                 "max_tokens": self.max_tokens, "prompt_caching": self.prompt_caching}

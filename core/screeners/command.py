@@ -28,6 +28,7 @@ class CommandScreener(Screener):
 
     kind = "command"
     uses_http = False
+    runs_code = True
 
     def __init__(self, *, argv: Sequence[str], model: str, criteria: tuple[Criterion, ...] = (),
                  parse: ParseSpec | None = None, input_mode: str = "stdin",
@@ -84,6 +85,9 @@ class CommandScreener(Screener):
                     os.unlink(path)
                 except OSError:
                     pass
+        if len(out) > self.call_limits.max_response_bytes:
+            raise CallFailed(f"the program wrote {len(out):,} bytes, over max_response_bytes = "
+                             f"{self.call_limits.max_response_bytes:,}")
         text = out.decode("utf-8", errors="replace")
         if proc.returncode != 0:
             tail = err.decode("utf-8", errors="replace").strip()[-300:]

@@ -55,9 +55,11 @@ class HttpJsonScreener(Screener):
     def __init__(self, *, url: str, model: str, criteria: tuple[Criterion, ...] = (),
                  parse: ParseSpec | None = None, body_template: Any = None,
                  headers: Mapping[str, str] | None = None, api_key: str | None = None,
-                 api_key_header: str = "Authorization", model_path: str | None = None) -> None:
+                 api_key_header: str = "Authorization", model_path: str | None = None,
+                 api_key_env: str | None = None) -> None:
         super().__init__(model=model, criteria=criteria, parse=parse)
         self.url = url
+        self.api_key_env = api_key_env
         self.body_template = DEFAULT_BODY if body_template is None else body_template
         self.headers = dict(headers or {})
         self._api_key = api_key
@@ -82,13 +84,14 @@ class HttpJsonScreener(Screener):
         if client is None:
             raise CallFailed("the http-json screener needs an HTTP client")
         body = fill_body(self.body_template, self._values(request))
-        resp = await post_json(client, self.url, body, self._headers(request))
+        resp = await post_json(client, self.url, body, self._headers(request),
+                               self.call_limits)
         text = resp.text
         model = None
         if self.model_path:
             try:
-                model = str(get_path(json.loads(text), self.model_path))
-            except (json.JSONDecodeError, ParseError, ValueError):
+                model = str(get_path(json.loads(text), self.model_path))[:200]
+            except (json.JSONDecodeError, ParseError, ValueError, RecursionError):
                 model = None
         return RawResult(payload=text, http_status=resp.status_code, model=model,
                          meta={"provider_request_id": resp.headers.get("x-request-id")})

@@ -4,6 +4,15 @@ vLLM, llama.cpp's server, Ollama, LM Studio and hosted APIs all speak it. The an
 message content (JSON extracted tolerantly, code fences included); the envelope's ``model``,
 ``system_fingerprint`` and ``usage`` are recorded.
 
+Structured answers: ``response_format`` (``json_schema`` — the rubric as a strict schema, the
+default when every criterion has its max — ``json_object`` or ``none``) in the wire shape named
+by ``schema_style`` (:mod:`core.screeners.schema`). Bounded output: ``max_tokens`` is always
+sent (default :data:`DEFAULT_MAX_TOKENS`); an answer cut off by it (``finish_reason =
+"length"``) is a *truncated* answer, a refusal (``message.refusal`` or ``finish_reason =
+"content_filter"``) a *refused* one — both recorded as invalid answers, never parse errors.
+llama.cpp's server may send ``content: null`` with a ``reasoning_content``: that is an empty
+answer (a parse error), not a broken response.
+
 Never a fixed ``seed``: a fixed seed can make every replication identical and erase the variance
 being measured. With ``seed_per_draw`` a different seed goes with every call (and is recorded);
 otherwise none is sent. ``temperature`` / ``top_p`` are sent only when the freeze sheet says
@@ -12,6 +21,7 @@ sampling is settable and records them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,17 +33,27 @@ from core.screeners.base import (
     RawResult,
     Screener,
     ScreenRequest,
+    as_count,
     post_json,
     render_template,
     rubric_text,
 )
 from core.screeners.parsing import ParseSpec
+from core.screeners.schema import (
+    default_response_format,
+    openai_response_fields,
+    rubric_schema,
+)
 
-__all__ = ["DEFAULT_PROMPT", "DEFAULT_SYSTEM", "OpenAIChatScreener"]
+__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_PROMPT", "DEFAULT_SYSTEM", "OpenAIChatScreener"]
+
+#: Output tokens allowed per call unless set: a scores object needs well under 200.
+DEFAULT_MAX_TOKENS = 512
 
 DEFAULT_SYSTEM = (
     "You are a screening assistant. Score the application against this rubric and answer with "
-    "one JSON object only, one key per criterion with its integer score, plus \"total\".\n"
+    "one JSON object only: one key per criterion, exactly as named, with its score within the "
+    "criterion's range, and nothing else.\n"
     "Rubric:\n{rubric}")
 DEFAULT_PROMPT = "Application:\n{application}"
 
@@ -47,18 +67,26 @@ class OpenAIChatScreener(Screener):
     def __init__(self, *, base_url: str, model: str, criteria: tuple[Criterion, ...] = (),
                  parse: ParseSpec | None = None, prompt_template: str = DEFAULT_PROMPT,
                  system_template: str | None = DEFAULT_SYSTEM, api_key: str | None = None,
-                 json_mode: bool = True, seed_per_draw: bool = False,
-                 sampling: Mapping[str, float] | None = None, max_tokens: int | None = None,
+                 api_key_env: str | None = None, response_format: str | None = None,
+                 schema_style: str = "openai", schema_total: bool = False,
+                 seed_per_draw: bool = False, sampling: Mapping[str, float] | None = None,
+                 max_tokens: int = DEFAULT_MAX_TOKENS,
                  extra_body: Mapping[str, Any] | None = None) -> None:
         super().__init__(model=model, criteria=criteria, parse=parse)
         self.base_url = base_url.rstrip("/")
         self.prompt_template = prompt_template
         self.system_template = system_template
         self._api_key = api_key
-        self.json_mode = json_mode
+        self.api_key_env = api_key_env
+        self.response_format = response_format or default_response_format(self.criteria)
+        self.schema_style = schema_style
+        self.schema = (rubric_schema(self.criteria, total=schema_total)
+                       if self.response_format == "json_schema" else None)
+        self._format_fields = openai_response_fields(self.response_format, schema_style,
+                                                     self.schema)
         self.seed_per_draw = seed_per_draw
         self.sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
-        self.max_tokens = max_tokens
+        self.max_tokens = int(max_tokens)
         self.extra_body = dict(extra_body or {})
 
     @property
@@ -85,11 +113,9 @@ class OpenAIChatScreener(Screener):
                                       request.request_id),
             **self.extra_body,
         }
-        if self.json_mode:
-            body["response_format"] = {"type": "json_object"}
+        body.update(self._format_fields)
         body.update(self.sampling)
-        if self.max_tokens:
-            body["max_tokens"] = self.max_tokens
+        body["max_tokens"] = self.max_tokens
         if self.seed_per_draw:
             body["seed"] = int(request.seed)
         else:
@@ -103,25 +129,46 @@ class OpenAIChatScreener(Screener):
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         body = self.body(request)
-        resp = await post_json(client, self.url, body, headers)
+        resp = await post_json(client, self.url, body, headers, self.call_limits)
         try:
             data = resp.json()
-            content = data["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
+            choice = data["choices"][0]
+            message = choice["message"]
+            content = message.get("content")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise CallFailed("the response is not a chat completion (no "
-                             "choices[0].message.content)", status=resp.status_code,
+                             "choices[0].message)", status=resp.status_code,
                              payload=resp.text) from None
-        usage = data.get("usage") or {}
+        if not isinstance(data, dict):
+            raise CallFailed("the response is not a chat completion", status=resp.status_code,
+                             payload=resp.text)
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         details = usage.get("prompt_tokens_details") or {}
+        if not isinstance(details, dict):
+            details = {}
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        refusal = message.get("refusal") if isinstance(message, dict) else None
+        invalid = detail = None
+        if finish == "length":
+            invalid, detail = "truncated", (f"finish_reason = \"length\": the answer hit "
+                                            f"max_tokens = {self.max_tokens}")
+        elif refusal or finish == "content_filter":
+            invalid = "refused"
+            detail = (f"refusal: {str(refusal)[:200]}" if refusal
+                      else "finish_reason = \"content_filter\"")
+        if content is None:
+            content = "" if not refusal else str(refusal)
         return RawResult(
-            payload=content if isinstance(content, str) else str(content),
+            invalid=invalid, invalid_detail=detail,
+            payload=content if isinstance(content, str) else json.dumps(content),
             http_status=resp.status_code,
-            model=data.get("model"),
-            input_tokens=usage.get("prompt_tokens"),
-            output_tokens=usage.get("completion_tokens"),
-            cached_input_tokens=details.get("cached_tokens"),
+            model=None if data.get("model") is None else str(data.get("model"))[:200],
+            input_tokens=as_count(usage.get("prompt_tokens")),
+            output_tokens=as_count(usage.get("completion_tokens")),
+            cached_input_tokens=as_count(details.get("cached_tokens")),
             seed=body.get("seed"),
             meta={"system_fingerprint": data.get("system_fingerprint"),
+                  "finish_reason": finish,
                   "response_id": data.get("id"),
                   "provider_request_id": resp.headers.get("x-request-id")},
         )
@@ -132,6 +179,7 @@ class OpenAIChatScreener(Screener):
                                                               request_id))
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "base_url": self.base_url, "json_mode": self.json_mode,
-                "seed_per_draw": self.seed_per_draw, "sampling": self.sampling,
-                "max_tokens": self.max_tokens}
+        return {**super().describe(), "base_url": self.base_url,
+                "response_format": self.response_format, "schema_style": self.schema_style,
+                "schema": self.schema, "seed_per_draw": self.seed_per_draw,
+                "sampling": self.sampling, "max_tokens": self.max_tokens}

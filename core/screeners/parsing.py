@@ -38,6 +38,9 @@ from core.errors import InputError
 from core.freeze import Criterion
 
 __all__ = [
+    "INVALID_KINDS",
+    "MAX_ANSWER_CHARS",
+    "OutOfRange",
     "PRESETS",
     "ParseError",
     "ParseSpec",
@@ -51,8 +54,27 @@ PRESETS = ("flat", "nested", "paths")
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
+#: The kinds of invalid answer (SPEC §3.3): never draws, always counted.
+INVALID_KINDS = ("parse_error", "out_of_range", "truncated", "refused")
+#: Longest answer text the parser reads; a longer one is a parse error, not a memory problem.
+MAX_ANSWER_CHARS = 200_000
+#: How many ``{`` / ``[`` openings of a prose answer are tried as JSON before giving up.
+_MAX_JSON_STARTS = 200
+
+
 class ParseError(Exception):
-    """The answer could not be turned into scores; the call is recorded, never a draw."""
+    """The answer could not be turned into scores; the call is recorded, never a draw.
+
+    ``kind`` is the invalid-answer kind the runner records (``parse_error`` here).
+    """
+
+    kind = "parse_error"
+
+
+class OutOfRange(ParseError):
+    """A criterion scored outside ``0..max``: an invalid answer of its own kind."""
+
+    kind = "out_of_range"
 
 
 @dataclass(frozen=True)
@@ -101,26 +123,46 @@ class Parsed:
     clipped: frozenset[str] = frozenset()
 
 
+def _loads(text: str) -> Any:
+    """``json.loads`` whose failures (nesting too deep included) are :class:`ParseError`."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ParseError("the answer's JSON is nested too deeply to read") from None
+
+
 def extract_json(text: str) -> Any:
-    """The JSON value in ``text``: whole, fenced, or the first decodable object in prose."""
+    """The JSON value in ``text``: whole, fenced, or the first decodable object in prose.
+
+    Bounded: an answer longer than :data:`MAX_ANSWER_CHARS`, JSON nested deeper than Python's
+    recursion limit, or prose with more than a few hundred brace openings is a
+    :class:`ParseError` (never a crash of the worker that parses it).
+    """
     s = (text or "").strip()
     if not s:
         raise ParseError("empty answer")
+    if len(s) > MAX_ANSWER_CHARS:
+        raise ParseError(f"the answer is {len(s):,} characters long, over the parser's limit of "
+                         f"{MAX_ANSWER_CHARS:,}")
     try:
-        return json.loads(s)
+        return _loads(s)
     except json.JSONDecodeError:
         pass
-    for block in _FENCE.findall(s):
+    for block in _FENCE.findall(s)[:20]:
         try:
-            return json.loads(block.strip())
+            return _loads(block.strip())
         except json.JSONDecodeError:
             continue
     decoder = json.JSONDecoder()
-    for m in re.finditer(r"[{\[]", s):
+    for n, m in enumerate(re.finditer(r"[{\[]", s)):
+        if n >= _MAX_JSON_STARTS:
+            break
         try:
             value, _ = decoder.raw_decode(s, m.start())
         except json.JSONDecodeError:
             continue
+        except RecursionError:
+            raise ParseError("the answer's JSON is nested too deeply to read") from None
         if isinstance(value, dict):
             return value
     raise ParseError(f"no JSON object found in the answer (starts {s[:60]!r})")
@@ -171,8 +213,8 @@ def _checked(name: str, x: float, mx: float | None, spec: ParseSpec,
         clipped.add(name)
         return min(max(x, 0.0), hi)
     bound = "0" if mx is None else f"0..{mx:g}"
-    raise ParseError(f"criterion '{name}' scored {x:g}, outside {bound} (set "
-                     "out_of_range = \"clip\" to clip instead)")
+    raise OutOfRange(f"criterion '{name}' scored {x:g}, outside {bound} ([run] on_invalid = "
+                     "\"clip\" clips instead)")
 
 
 def parse_scores(answer: Any, criteria: tuple[Criterion, ...], spec: ParseSpec) -> Parsed:

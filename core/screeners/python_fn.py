@@ -43,6 +43,7 @@ def load_callable(spec: str) -> Callable[..., Any]:
 class PythonScreener(Screener):
     kind = "python"
     uses_http = False
+    runs_code = True
 
     def __init__(self, *, function: str | Callable[..., Any], model: str,
                  criteria: tuple[Criterion, ...] = (), parse: ParseSpec | None = None) -> None:
