@@ -464,15 +464,25 @@ def sidebar(store: Store, pages: dict[str, Any] | None = None) -> str | None:
         # Streamlit treat it as a new widget and reset the choice
         audit_id = st.selectbox("Active audit", ids, key=ACTIVE_AUDIT, on_change=_picked,
                                 help=f"Audits stored in {store.path}")
-        st.caption(f"{int(evaluations.get(audit_id, 0)):,} evaluations stored")
         audit = store.get_audit(audit_id)
+        # while a run of this process fills the audit, the count and the steps refresh by
+        # themselves (the same store read as the Run page's progress), not only on a rerun
+        running = _running(audit_id) is not None
+        st.fragment(_sidebar_status, run_every=2.0 if running else None)(
+            store, audit_id, int(evaluations.get(audit_id, 0)), running)
         st.caption("Harness hash (the audit's version)")
         st.code(audit["harness_hash"] or "not frozen", language=None, wrap_lines=True)
-        st.caption("Steps")
-        for s in step_status(store, audit_id):
-            title = PAGES[s.step][1]
-            st.markdown(f"{_ICONS[s.state]} **{title}** — {md_escape(s.text)}")
     return audit_id
+
+
+def _sidebar_status(store: Store, audit_id: str, evaluations: int, running: bool) -> None:
+    """The evaluations count and the step list of the sidebar (a fragment during a run)."""
+    done = progress(store, audit_id).done if running else evaluations
+    st.caption(f"{int(done):,} evaluations stored" + (" (run in progress)" if running else ""))
+    st.caption("Steps")
+    for s in step_status(store, audit_id):
+        title = PAGES[s.step][1]
+        st.markdown(f"{_ICONS[s.state]} **{title}** — {md_escape(s.text)}")
 
 
 # ----------------------------------------------------------------------------- layout
