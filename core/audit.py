@@ -16,6 +16,7 @@ import pandas as pd
 from core import criteria as crit_mod
 from core.criteria import ICC1
 from core.draws import Draws
+from core.errors import GuardError
 from core.flip import effective_cutoff
 from core.live import LiveAudit, LiveView
 from core.store import Store
@@ -169,7 +170,27 @@ def analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None = None,
                    harness_hash: str = "", audit_id: str = "",
                    payload_counts: pd.DataFrame | None = None,
                    drift: dict[str, Any] | None = None) -> AuditResult:
-    """Analyse draws held in frames (see module docstring)."""
+    """Analyse draws held in frames (see module docstring).
+
+    Raises
+    ------
+    GuardError
+        ``withheld: …`` when there is no draw at all (e.g. every call failed).
+    """
+    if long is None or len(long) == 0:
+        raise GuardError(f"withheld: audit '{audit_id}' has no draws yet, so there is nothing "
+                         "to measure")
+    with np.errstate(all="ignore"):   # overflowing scores give inf, reported as such
+        return _analyze_frames(long, criteria=criteria, pool=pool, candidates=candidates,
+                               settings=settings, freeze=freeze, harness_hash=harness_hash,
+                               audit_id=audit_id, payload_counts=payload_counts, drift=drift)
+
+
+def _analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None,
+                    pool: pd.DataFrame | None, candidates: pd.DataFrame | None,
+                    settings: Settings | None, freeze: dict[str, Any] | None,
+                    harness_hash: str, audit_id: str, payload_counts: pd.DataFrame | None,
+                    drift: dict[str, Any] | None) -> AuditResult:
     s = settings or Settings()
     freeze = freeze or {}
     draws = Draws.from_long(long, criteria)
@@ -248,8 +269,30 @@ def analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None = None,
 
 
 def analyze(store: Store, audit_id: str, **overrides: Any) -> AuditResult:
-    """Analyse a stored audit; ``overrides`` are :class:`Settings` fields (None = stored)."""
+    """Analyse a stored audit; ``overrides`` are :class:`Settings` fields (None = stored).
+
+    Raises
+    ------
+    GuardError
+        ``withheld: …`` when the audit has no draw, with what its calls ended as.
+    """
+    with store.session():   # one consistent view, one open of the file
+        return _analyze_stored(store, audit_id, **overrides)
+
+
+def _analyze_stored(store: Store, audit_id: str, **overrides: Any) -> AuditResult:
     audit = store.get_audit(audit_id)
+    if store.n_draws(audit_id) == 0:
+        calls = store.call_summary(audit_id)
+        n = int(calls["calls"].sum()) if len(calls) else 0
+        if n:
+            kinds = calls.groupby("status")["calls"].sum().sort_values(ascending=False)
+            why = ", ".join(f"{k}: {int(v)}" for k, v in kinds.items())
+            raise GuardError(f"withheld: audit '{audit_id}' has no draws — none of its {n} "
+                             f"call(s) gave a valid answer ({why}); see the Run page or "
+                             "'python -m core run' for why")
+        raise GuardError(f"withheld: audit '{audit_id}' has no draws yet: run the screener or "
+                         "import exported draws")
     settings = Settings.merge(audit["settings"], **overrides)
     drift = None
     screener = audit["freeze"].get("screener")

@@ -109,7 +109,10 @@ def band_panel() -> None:
         reviews = view.manual_reviews_per_req
         if view.capacity is not None:
             cb = view.capacity_band
-            if view.over_capacity:
+            if view.capacity_note is not None:
+                st.warning(f"{view.capacity_note.capitalize()}: "
+                           f"~{view.left_to_chance_per_req:.1f} coin-flip decisions per req.")
+            elif view.over_capacity:
                 st.warning(
                     f"The band needs ~{reviews:.0f} manual reviews per req but the team can do "
                     f"{view.capacity:g}. A capacity-sized band ({cb[0]:.1f} – {cb[1]:.1f}) leaves "

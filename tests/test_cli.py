@@ -149,7 +149,8 @@ def test_clip_reported_by_report_from_file():
     assert "1 score(s) outside 0..max were clipped" in r.stdout
 
 
-def test_locked_database_exit_2_says_in_use(tmp_path, capsys):
+def test_locked_database_exit_2_says_in_use(tmp_path, capsys, monkeypatch):
+    """A file held for longer than the wait (AUDIT_DB_WAIT_S) is named as in use, one line."""
     import subprocess
     import sys
     import textwrap
@@ -163,6 +164,7 @@ def test_locked_database_exit_2_says_in_use(tmp_path, capsys):
     """)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"
+        monkeypatch.setenv("AUDIT_DB_WAIT_S", "1")
         code = main(["import", str(FIXTURES / "draws_long.csv"), "--db", str(db), "--audit", "A"])
         err = capsys.readouterr().err
         assert code == 2
