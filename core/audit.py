@@ -7,6 +7,7 @@ the pages and the command line render; its :attr:`AuditResult.live` answers slid
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,7 +181,9 @@ def analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None = None,
     if long is None or len(long) == 0:
         raise GuardError(f"withheld: audit '{audit_id}' has no draws yet, so there is nothing "
                          "to measure")
-    with np.errstate(all="ignore"):   # overflowing scores give inf, reported as such
+    # overflowing scores give inf and one candidate an undefined SD: reported as such
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         return _analyze_frames(long, criteria=criteria, pool=pool, candidates=candidates,
                                settings=settings, freeze=freeze, harness_hash=harness_hash,
                                audit_id=audit_id, payload_counts=payload_counts, drift=drift)

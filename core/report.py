@@ -10,6 +10,9 @@ from __future__ import annotations
 import html
 import json
 import math
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
@@ -101,6 +104,15 @@ def _json_safe(obj: Any, path: str, reasons: dict[str, str]) -> Any:
     return obj
 
 
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """No numpy warnings on stderr: a number that overflows or is undefined (the SD of one
+    candidate) is reported as missing with its reason instead."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
 def _escaped(obj: Any, escape: Any) -> Any:
     """Every string of a report dict through ``escape`` (user text: ids, criterion names)."""
     if isinstance(obj, dict):
@@ -139,7 +151,7 @@ def report_dict(result: AuditResult, *, cutoff: float | None = None,
     No NaN or infinity: a number that is not finite is None, and ``null_reasons`` says why
     (keyed by its path, e.g. ``total.within_sd``).
     """
-    with np.errstate(all="ignore"):
+    with _quiet():
         out = _report_dict(result, cutoff=cutoff, k=k)
     reasons: dict[str, str] = {}
     clean = _json_safe(out, "", reasons)
@@ -552,16 +564,9 @@ def render_html(result: AuditResult, *, cutoff: float | None = None,
     d = report_dict(result, cutoff=cutoff, k=k)
     esc = html.escape
     figs = []
-    if not d["guards"].get("statistics_withheld"):
-        view = result.view(cutoff, k)
-        if result.criteria is not None:
-            figs.append(charts.criteria_chart(result.criteria))
-        ft = result.live.flip_table(view.flip.cutoff)
-        figs.append(charts.draws_strip(result.draws.candidate_ids, result.draws.cand,
-                                       result.draws.total, result.live.means,
-                                       ft["flips"].to_numpy(), view.flip.cutoff, view.band))
-        if result.live.pool is not None:
-            figs.append(charts.pool_histogram(result.live.pool, view.flip.cutoff, view.band))
+    with _quiet():
+        if not d["guards"].get("statistics_withheld"):
+            figs = _html_figures(result, cutoff, k)
     parts = []
     for i, fig in enumerate(figs):
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0),
@@ -587,6 +592,20 @@ def render_html(result: AuditResult, *, cutoff: float | None = None,
 {''.join(f'<div class="chart">{p}</div>' for p in parts)}
 </body></html>
 """
+
+
+def _html_figures(result: AuditResult, cutoff: float | None, k: float | None) -> list[Any]:
+    figs: list[Any] = []
+    view = result.view(cutoff, k)
+    if result.criteria is not None:
+        figs.append(charts.criteria_chart(result.criteria))
+    ft = result.live.flip_table(view.flip.cutoff)
+    figs.append(charts.draws_strip(result.draws.candidate_ids, result.draws.cand,
+                                   result.draws.total, result.live.means,
+                                   ft["flips"].to_numpy(), view.flip.cutoff, view.band))
+    if result.live.pool is not None:
+        figs.append(charts.pool_histogram(result.live.pool, view.flip.cutoff, view.band))
+    return figs
 
 
 def render(result: AuditResult, fmt: str = "text", **kw: Any) -> str:
