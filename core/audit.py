@@ -63,6 +63,10 @@ def cache_guard(payload_counts: pd.DataFrame | None) -> dict[str, Any]:
                 "withhold": False, "single_payload_candidates": [],
                 "distinct_payloads_min": None}
     multi = payload_counts[payload_counts["calls_with_payload"] >= 2]
+    if len(multi) == 0:
+        return {"checked": False, "verdict": "not checked: no candidate has two calls yet",
+                "withhold": False, "single_payload_candidates": [],
+                "distinct_payloads_min": None}
     single = multi[multi["distinct_payloads"] <= 1]["candidate_id"].astype(str).tolist()
     all_identical = len(multi) > 0 and len(single) == len(multi)
     return {

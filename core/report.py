@@ -205,7 +205,8 @@ def _report_dict(result: AuditResult, *, cutoff: float | None = None,
         return out
     table = result.criteria
     out["criteria"] = ([] if table is None else [
-        {"criterion": r["criterion"], "max_points": _num(r["max_points"]),
+        {"criterion": r["criterion"],
+         "max_points": _num(r["max_points"]) if _finite(r["max_points"]) else None,  # unknown
          "weight": _num(r["weight"]), "within_sd": _num(r["within_sd"]),
          "between_sd": _num(r["between_sd"]),
          "share_of_within_variance": _num(r["share_of_within_variance"]),
@@ -362,7 +363,8 @@ def _text_from_dict(d: dict[str, Any]) -> str:
             f"; one distinct payload for: {', '.join(single[:10])}"
             + (" …" if len(single) > 10 else "") if single else
             f"; every candidate returned at least {cache['distinct_payloads_min']} distinct "
-            "payloads"))
+            "payloads" if cache["distinct_payloads_min"] is not None else
+            "; no candidate has two calls yet"))
     else:
         L.append(f"  cache: {cache['verdict']}")
     pop = g["populations"]
@@ -457,7 +459,10 @@ def _text_stats(d: dict[str, Any], L: list[str]) -> None:
     emp = b["empirical"]
     other = (f"2-SD rule gave {_pts(b['two_sd'][0])}-{_pts(b['two_sd'][1])}, empirical rule "
              f"gave {_fmt(emp[0], 1)}-{_fmt(emp[1], 1)}")
-    if b["halfwidth_override"] is not None:
+    if b["low"] is None or b["high"] is None:
+        L.append("  manual-review band: withheld: no candidate has 2 or more runs, so there is no "
+                 "within-candidate spread to size it")
+    elif b["halfwidth_override"] is not None:
         L.append(f"  manual-review band: {_fmt(b['low'])} - {_fmt(b['high'])} (manual half-width "
                  f"{b['halfwidth_override']:g}; {other})")
     else:
