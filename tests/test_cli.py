@@ -172,3 +172,52 @@ def test_locked_database_exit_2_says_in_use(tmp_path, capsys, monkeypatch):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_sample_out_neutralises_spreadsheet_formulas(tmp_path, capsys):
+    """A pool whose ids look like formulas: the sample CSV a spreadsheet opens runs none."""
+    pool = tmp_path / "pool.csv"
+    ids = ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /c calc'!A0", "@SUM(1)", "-2+3", "ok-id"]
+    pool.write_text("candidate_id,first_pass_score\n" + "\n".join(
+        f"\"{i.replace(chr(34), chr(34) * 2)}\",{60 + 5 * n}" for n, i in enumerate(ids)) + "\n")
+    out = tmp_path / "sample.csv"
+    assert main(["sample", str(pool), "--cutoff", "70", "--spread", "20", "--band", "5",
+                 "--high", "0", "--low", "0", "--out", str(out)]) == 0
+    got = pd.read_csv(out)["candidate_id"].tolist()
+    assert sorted(got) == sorted(["'" + i if i[0] in "=+-@" else i for i in ids])
+    assert not any(str(v).startswith(("=", "+", "-", "@")) for v in got)
+
+
+def test_terminal_output_escapes_control_characters(tmp_path, capsys):
+    """ANSI escapes and newlines in ids and criterion names never reach the terminal raw."""
+    from core.store import Store
+
+    db = tmp_path / "a.duckdb"
+    draws = tmp_path / "evil.csv"
+    evil_id = "x\x1b[31mRED"
+    draws.write_text("candidate_id,run,criterion,score\n" + "\n".join(
+        f"\"{c}\",{r},\"{crit}\",{v}" for c, base in ((evil_id, 1), ("b", 6))
+        for r in (1, 2, 3) for crit, v in (("skill\n## forged", base + r), ("fit", 2))) + "\n")
+    s = Store(db)
+    s.save_audit("audit\x1b[2J", {"req_id": "r"}, "h", {})
+    s.close()
+    assert main(["audits", "--db", str(db)]) == 0
+    listed = capsys.readouterr().out
+    assert "\x1b" not in listed and "audit\\x1b[2J" in listed
+    assert main(["report", str(draws), "--cutoff", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text and "x\\x1b[31mRED" in text
+    assert "\n## forged" not in text and "skill\\n## forged" in text
+    assert main(["report", str(draws), "--cutoff", "5", "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert not any(line.startswith("## forged") or line.startswith("\\#\\# forged")
+                   for line in md.splitlines())
+    assert "\x1b" not in md
+
+
+def test_report_top_beyond_the_pool_is_one_line(capsys):
+    code = main(["report", str(FIXTURES / "draws_long.csv"), "--pool",
+                 str(FIXTURES / "pool.csv"), "--top", "999"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "top k must be between 1 and the pool size 10; got 999" in err
