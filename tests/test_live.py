@@ -121,7 +121,7 @@ def _recount_curve(long: pd.DataFrame, cutoffs, comparison: str = ">=") -> pd.Da
     rows = []
     g = long.groupby("candidate_id")["score"]
     for t in cutoffs:
-        k = g.apply(lambda s: int((s >= t).sum() if comparison == ">=" else (s > t).sum()))
+        k = g.apply(lambda s, t=t: int((s >= t).sum() if comparison == ">=" else (s > t).sum()))
         n = g.size()
         d = np.where(n > 1, 2 * k * (n - k) / (n * (n - 1)).clip(lower=1), np.nan)
         rows.append((int(((k > 0) & (k < n)).sum()),
