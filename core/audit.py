@@ -17,7 +17,7 @@ import pandas as pd
 from core import criteria as crit_mod
 from core.criteria import ICC1
 from core.draws import Draws
-from core.errors import GuardError
+from core.errors import GuardError, InputError
 from core.flip import effective_cutoff
 from core.live import LiveAudit, LiveView
 from core.store import Store
@@ -185,12 +185,30 @@ def analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None = None,
     if long is None or len(long) == 0:
         raise GuardError(f"withheld: audit '{audit_id}' has no draws yet, so there is nothing "
                          "to measure")
+    _check_rubric(criteria)
     # overflowing scores give inf and one candidate an undefined SD: reported as such
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return _analyze_frames(long, criteria=criteria, pool=pool, candidates=candidates,
                                settings=settings, freeze=freeze, harness_hash=harness_hash,
                                audit_id=audit_id, payload_counts=payload_counts, drift=drift)
+
+
+def _check_rubric(criteria: pd.DataFrame | None) -> None:
+    """Weights must be finite and non-negative, maxima finite and positive (a weight of inf
+    would turn every total into inf or NaN)."""
+    if criteria is None or len(criteria) == 0:
+        return
+    for r in criteria.itertuples():
+        w = getattr(r, "weight", 1.0)
+        mx = getattr(r, "max_points", None)
+        if w is not None and not pd.isna(w) and not (np.isfinite(w) and w >= 0):
+            raise InputError(f"criterion '{r.criterion}' has weight {w}: weights must be finite "
+                             "numbers of 0 or more — fix the rubric (a new audit from the "
+                             "Freeze page, or --criteria)", column="weight")
+        if mx is not None and not pd.isna(mx) and not (np.isfinite(mx) and mx > 0):
+            raise InputError(f"criterion '{r.criterion}' has max points {mx}: maxima must be "
+                             "finite numbers above 0 — fix the rubric", column="max_points")
 
 
 def _analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None,

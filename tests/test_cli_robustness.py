@@ -259,3 +259,26 @@ def test_mistyped_audit_never_creates_an_audit(files, tmp_path):
     assert "no audit 'typo'" in r.stderr and "known: demo-ENG-2291" in r.stderr
     listing = _run(["audits", "--db", str(files["db"])], tmp_path).stdout
     assert "typo" not in listing
+
+
+def test_stored_weight_of_inf_is_one_line_not_an_overflow(tmp_path):
+    """A rubric stored with weight inf (an old import): the report names the criterion."""
+    import pandas as pd
+
+    from core.store import Store
+
+    db = tmp_path / "w.duckdb"
+    s = Store(db)
+    s.save_audit("W", {"req_id": "W"}, "h", {"cutoff": 10})
+    s.set_criteria("W", pd.DataFrame({"criterion": ["a", "b"], "position": [0, 1],
+                                      "max_points": [10.0, 10.0],
+                                      "weight": [float("inf"), 1.0]}))
+    rows = [(f"c{i}", j, c, float((i + j) % 10), f"{i}-{j}") for i in range(6)
+            for j in (1, 2, 3) for c in "ab"]
+    s.write_results("W", None, pd.DataFrame(rows, columns=["candidate_id", "run", "criterion",
+                                                           "score", "request_id"]))
+    for fmt in ("text", "json"):
+        r = _run(["report", "--db", str(db), "--audit", "W", "--format", fmt], tmp_path)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert "criterion 'a' has weight inf" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
