@@ -211,12 +211,43 @@ def _check_rubric(criteria: pd.DataFrame | None) -> None:
                              "finite numbers above 0 — fix the rubric", column="max_points")
 
 
+_SETTING_RULES = {  # name: (test, what it must be, the option that sets it)
+    "cutoff": (lambda v: np.isfinite(v), "a finite number", "--cutoff"),
+    "k": (lambda v: np.isfinite(v) and v > 0, "a finite number above 0", "--k"),
+    "capacity": (lambda v: np.isfinite(v) and v >= 0, "a finite number of 0 or more",
+                 "--capacity"),
+    "applications_per_req": (lambda v: np.isfinite(v) and v > 0, "a finite number above 0",
+                             "--applications-per-req"),
+    "halfwidth_override": (lambda v: np.isfinite(v) and v >= 0,
+                           "a finite number of 0 or more", "the Band page"),
+    "dead_tol_frac": (lambda v: np.isfinite(v) and v >= 0, "a finite number of 0 or more",
+                      "the Criteria page"),
+}
+
+
+def _check_settings(s: Settings) -> None:
+    """Stored or given settings that would turn every number into NaN are refused, naming the
+    setting and where it is set."""
+    for name, (ok, what, where) in _SETTING_RULES.items():
+        v = getattr(s, name)
+        if v is None:
+            continue
+        try:
+            good = bool(ok(float(v)))
+        except (TypeError, ValueError):
+            good = False
+        if not good:
+            raise InputError(f"the audit's {name.replace('_', ' ')} is {v!r}: it must be {what} "
+                             f"(set it with {where})")
+
+
 def _analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None,
                     pool: pd.DataFrame | None, candidates: pd.DataFrame | None,
                     settings: Settings | None, freeze: dict[str, Any] | None,
                     harness_hash: str, audit_id: str, payload_counts: pd.DataFrame | None,
                     drift: dict[str, Any] | None) -> AuditResult:
     s = settings or Settings()
+    _check_settings(s)
     freeze = freeze or {}
     draws = Draws.from_long(long, criteria)
     guards: dict[str, Any] = {"cache": cache_guard(payload_counts)}

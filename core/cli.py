@@ -111,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--criteria", help="'name:max[:weight],…' or a criteria CSV")
     p.add_argument("--clip", action="store_true", help="clip out-of-range scores instead of "
                    "rejecting")
-    p.add_argument("--cutoff", type=float, help="store the audit's cutoff")
-    p.add_argument("--applications-per-req", type=float, dest="applications_per_req")
+    p.add_argument("--cutoff", type=_finite_float, help="store the audit's cutoff")
+    p.add_argument("--applications-per-req", type=_positive_float, dest="applications_per_req")
 
     p = sub.add_parser("report", help="print the audit report",
                        description="Report from a draws FILE, or from a stored audit with --db "

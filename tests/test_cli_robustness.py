@@ -282,3 +282,20 @@ def test_stored_weight_of_inf_is_one_line_not_an_overflow(tmp_path):
         assert r.returncode == 2 and "Traceback" not in r.stderr
         assert "criterion 'a' has weight inf" in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
+
+
+def test_stored_nan_cutoff_is_named_and_a_given_cutoff_overrides_it(tmp_path):
+    from core.store import Store
+
+    db = tmp_path / "n.duckdb"
+    r = _run(["import", str(FIXTURES / "draws_long.csv"), "--db", str(db), "--audit", "N",
+              "--cutoff", "nan"], tmp_path)
+    assert r.returncode == 2 and "--cutoff" in r.stderr and "finite" in r.stderr
+    assert _run(["import", str(FIXTURES / "draws_long.csv"), "--db", str(db), "--audit", "N"],
+                tmp_path).returncode == 0
+    Store(db).update_settings("N", {"cutoff": float("nan")})   # as an old version could
+    r = _run(["report", "--db", str(db), "--audit", "N"], tmp_path)
+    assert r.returncode == 2 and "the audit's cutoff is nan" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    r = _run(["report", "--db", str(db), "--audit", "N", "--cutoff", "8"], tmp_path)
+    assert r.returncode == 0 and "FLIP RATE AT CUTOFF 8 " in r.stdout
