@@ -135,6 +135,8 @@ def _is_corrupt(low: str) -> bool:
 
 def _is_unwritable(exc: BaseException) -> bool:
     low = str(exc).lower()
+    if _is_lock_conflict(exc):
+        return False
     return (isinstance(exc, PermissionError) or "permission denied" in low
             or "read-only file system" in low or "read only file system" in low
             or "read-only mode" in low
@@ -252,14 +254,17 @@ class _Attachments:
                     cur.execute(sql + (" (READ_ONLY)" if read_only else ""))
                     return alias, read_only
                 except (duckdb.Error, OSError) as exc:
-                    if (not read_only and _is_unwritable(exc) and not _is_corrupt(str(exc))
+                    # the lock first: "Could not set lock …: Permission denied" (EACCES from
+                    # fcntl) is another process holding the file, not a read-only folder
+                    if _is_lock_conflict(exc):
+                        if time.monotonic() < deadline:
+                            pause = min(0.25, 0.01 * 2 ** attempt) * (0.5 + random.random())
+                            time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
+                            attempt += 1
+                            continue
+                    elif (not read_only and _is_unwritable(exc) and not _is_corrupt(str(exc))
                             and Path(key).is_file()):
                         read_only = True   # an existing file in a read-only place: read it
-                        continue
-                    if _is_lock_conflict(exc) and time.monotonic() < deadline:
-                        pause = min(0.25, 0.01 * 2 ** attempt) * (0.5 + random.random())
-                        time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
-                        attempt += 1
                         continue
                     raise _store_error(shown, exc,
                                        waited=time.monotonic() - started) from None

@@ -239,3 +239,20 @@ def test_folder_path_and_missing_file_are_store_errors(tmp_path):
         Store(tmp_path)
     with pytest.raises(StoreError, match="does not exist"):
         Store(tmp_path / "nope.duckdb", read_only=True)
+
+
+@pytest.mark.parametrize("tail", [
+    "Conflicting lock is held in /usr/bin/python3 (PID 42). See also https://duckdb.org",
+    "Permission denied. However, you would be able to open this database in read-only mode, "
+    "e.g. by using the -readonly parameter in the CLI. See also https://duckdb.org",
+])
+def test_a_lock_held_by_another_process_is_never_taken_for_a_read_only_folder(tail):
+    """DuckDB's lock error can mention "read-only mode" or "Permission denied" (a race with the
+    holder letting go): it is a wait-and-retry, never the read-only-folder fallback."""
+    import duckdb
+
+    from core import store as store_mod
+
+    exc = duckdb.IOException(f'IO Error: Could not set lock on file "/x/a.duckdb": {tail}')
+    assert store_mod._is_lock_conflict(exc) and not store_mod._is_unwritable(exc)
+    assert "in use by another process" in store_mod._explain("/x/a.duckdb", exc)
