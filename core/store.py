@@ -30,6 +30,7 @@ import itertools
 import json
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -121,9 +122,15 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _text(exc: BaseException) -> str:
+    """The error's text, lower-case, without quoted parts (a file name such as
+    "corrupt-copy.duckdb" must not decide what the error is)."""
+    return re.sub(r'"[^"]*"', '""', str(exc)).lower()
+
+
 def _is_lock_conflict(exc: BaseException) -> bool:
     """Another process (or another handle in this one) holds the file."""
-    low = str(exc).lower()
+    low = _text(exc)
     return ("could not set lock" in low or "conflicting lock" in low
             or "unique file handle conflict" in low)
 
@@ -134,7 +141,7 @@ def _is_corrupt(low: str) -> bool:
 
 
 def _is_unwritable(exc: BaseException) -> bool:
-    low = str(exc).lower()
+    low = _text(exc)
     if _is_lock_conflict(exc):
         return False
     return (isinstance(exc, PermissionError) or "permission denied" in low
@@ -146,7 +153,7 @@ def _is_unwritable(exc: BaseException) -> bool:
 def _explain(path: str, exc: BaseException, *, waited: float | None = None) -> str:
     """One line for a DuckDB or OS error on ``path`` (checked in order: corruption first —
     DuckDB's checksum message says "in block", which contains "lock")."""
-    low = str(exc).lower()
+    low = _text(exc)
     if _is_corrupt(low):
         return (f"The database file {path} is corrupt or not a DuckDB file "
                 f"({_first_line(exc)[:160]}). Move it aside (keep a copy) and start again; "
@@ -169,7 +176,7 @@ def _explain(path: str, exc: BaseException, *, waited: float | None = None) -> s
 
 def _store_error(path: str, exc: BaseException, *, waited: float | None = None) -> StoreError:
     err = StoreError(_explain(path, exc, waited=waited))
-    err.locked = _is_lock_conflict(exc) and not _is_corrupt(str(exc).lower())
+    err.locked = _is_lock_conflict(exc) and not _is_corrupt(_text(exc))
     return err
 
 
@@ -262,7 +269,7 @@ class _Attachments:
                             time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
                             attempt += 1
                             continue
-                    elif (not read_only and _is_unwritable(exc) and not _is_corrupt(str(exc))
+                    elif (not read_only and _is_unwritable(exc) and not _is_corrupt(_text(exc))
                             and Path(key).is_file()):
                         read_only = True   # an existing file in a read-only place: read it
                         continue
