@@ -102,17 +102,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("import", help="import exported draws (and a pool) into the database",
                        description="Validate a draws file (CSV, Parquet or JSON Lines; long or "
-                                   "wide) and store it. A rejected file writes nothing; the same "
-                                   "file twice is a no-op.")
+                                   "wide) and store it. Every fault of the file is listed (line "
+                                   "as a spreadsheet shows it, column, value) and nothing is "
+                                   "written; the same file twice is a no-op. Draws go into a new "
+                                   "audit, or into an existing audit whose sample holds their "
+                                   "candidates and whose frozen model they report.")
     p.add_argument("file", help="draws file")
     p.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB file (default {DEFAULT_DB})")
     p.add_argument("--audit", required=True, help="audit id to import into (created if new)")
     p.add_argument("--pool", help="pool file (candidate_id, first_pass_score)")
-    p.add_argument("--criteria", help="'name:max[:weight],…' or a criteria CSV")
-    p.add_argument("--clip", action="store_true", help="clip out-of-range scores instead of "
-                   "rejecting")
+    p.add_argument("--criteria", help="criteria maxima and weights: 'name:max[:weight],…' or a "
+                   "criteria CSV (default for an existing audit: its frozen maxima). Without "
+                   "maxima an implausible score rejects the file")
+    p.add_argument("--clip", action="store_true", help="clip scores outside 0..max (counted "
+                   "and reported) instead of rejecting the file")
     p.add_argument("--cutoff", type=_finite_float, help="store the audit's cutoff")
     p.add_argument("--applications-per-req", type=_positive_float, dest="applications_per_req")
+    p.add_argument("--max-file-mb", type=float, dest="max_file_mb",
+                   help="refuse files larger than this (default 1024, or AUDIT_MAX_FILE_MB)")
+    p.add_argument("--max-rows", type=float, dest="max_rows",
+                   help="refuse files with more rows (default 2,000,000, or AUDIT_MAX_ROWS)")
+    p.add_argument("--max-line-kb", type=float, dest="max_line_kb",
+                   help="refuse lines longer than this (default 1024, or AUDIT_MAX_LINE_KB)")
 
     p = sub.add_parser("report", help="print the audit report",
                        description="Report from a draws FILE, or from a stored audit with --db "
@@ -172,19 +183,47 @@ def _write(text: str, out: str | None) -> None:
 
 
 def _cmd_import(a: argparse.Namespace) -> int:
-    from core.ingest import commit_draws, commit_pool, validate_draws, validate_pool
+    from core.format import num, term_escape
+    from core.ingest import (
+        FileFaults,
+        Limits,
+        commit_draws,
+        commit_pool,
+        target_criteria,
+        validate_draws,
+        validate_pool,
+    )
     from core.store import Store
 
-    draws = validate_draws(a.file, criteria=a.criteria, clip=a.clip)
-    pool = validate_pool(a.pool) if a.pool else None
-    store = Store(a.db)
+    limits = Limits.from_env(max_file_mb=a.max_file_mb, max_rows=a.max_rows,
+                             max_line_kb=a.max_line_kb)
+    # the target's frozen maxima check the range; a database that does not exist yet is only
+    # created once the file is valid (a rejected import writes nothing)
+    store = Store(a.db) if Path(a.db).exists() else None
+    try:
+        criteria = a.criteria or (target_criteria(store, a.audit) if store else None)
+        draws = validate_draws(a.file, criteria=criteria, clip=a.clip, limits=limits)
+        pool = validate_pool(a.pool, limits=limits) if a.pool else None
+    except FileFaults as exc:
+        for line in exc.lines():
+            print(f"error: {term_escape(line)}", file=sys.stderr)
+        if exc.total > 1:
+            print(f"error: {exc.total:,} faults in all; nothing was imported", file=sys.stderr)
+        return 2
+    store = store or Store(a.db)
     res = commit_draws(store, a.audit, draws)
+    created = " (a new audit)" if res.get("new_audit") else ""
     msg = (f"{res['status']}: {res['evaluations']} evaluations of {res['candidates']} "
            f"candidates ({res['runs_min']}-{res['runs_max']} runs), criteria "
-           f"{', '.join(res['criteria']) or '(total only)'} into audit '{a.audit}' in {a.db}")
-    print(msg)
+           f"{', '.join(res['criteria']) or '(total only)'} into audit '{a.audit}'{created} "
+           f"in {a.db}")
+    print(term_escape(msg))
+    for r in res["ranges"]:
+        mx = "" if r.get("max_points") is None else f" of max {num(r['max_points'], 2)}"
+        print(term_escape(f"  {r['criterion']}: min {num(r['min'], 2)}, median "
+                          f"{num(r['median'], 2)}, max {num(r['max'], 2)}{mx}"))
     for w in res["warnings"]:
-        print(f"warning: {w}")
+        print(f"warning: {term_escape(w)}")
     if pool is not None:
         pres = commit_pool(store, a.audit, pool)
         print(f"pool: {pres['applicants']} applicants")

@@ -16,7 +16,14 @@ import streamlit as st
 
 from core.errors import AuditError
 from core.format import md_escape, num, seconds
-from core.ingest import commit_draws, validate_draws
+from core.ingest import (
+    FileFaults,
+    commit_draws,
+    faults_frame,
+    ranges_frame,
+    target_criteria,
+    validate_draws,
+)
 from core.runner import PriceTable, cache_verdict, estimate_run
 from ui import run_forms as forms
 from ui import state
@@ -245,37 +252,74 @@ with tab_run:
         _guard_panel()
 
 # ----------------------------------------------------------------------------- upload
+def _show_faults(exc: AuditError) -> None:
+    """Every fault of a rejected file (or its one-line reason); nothing was stored."""
+    with st.container(key="import-error"):
+        if isinstance(exc, FileFaults):
+            st.error(md_escape(f"The file was not imported, and nothing was stored: "
+                               f"{num(exc.total)} fault(s) in {exc.file}. Fix them in the "
+                               "export and upload it again."))
+            st.dataframe(faults_frame(exc), hide_index=True, width="stretch",
+                         key="import-faults")
+            if exc.hidden:
+                st.caption(f"… and {num(exc.hidden)} more fault(s) not listed (the first "
+                           f"{len(exc.faults)} are shown).")
+        else:
+            st.error(md_escape(f"The file was not imported, and nothing was stored: {exc}"))
+
+
 with tab_upload:
     st.caption("A vendor's export of repeated scorings: long (candidate_id, run, criterion, "
                "score) or wide (candidate_id, run, [total], one column per criterion); CSV, "
                "Parquet or JSON Lines. You see a summary first; nothing is stored until you "
                "confirm.")
-    target = st.radio("Import into", ["a new audit", "the active audit"], horizontal=True,
+    # a write never goes to an audit picked silently (a bare URL opens the demo): a new audit
+    # by default, or an existing one chosen by name
+    target = st.radio("Import into", ["a new audit", "an existing audit"], horizontal=True,
                       key="import-target")
-    new_id = ""
+    dest = ""
+    crit_spec = ""
+    crit: list | str | None = None
     if target == "a new audit":
-        new_id = st.text_input("New audit id", key="import-new-id",
-                               placeholder="e.g. vendor-eng-2291").strip()
+        c1, c2 = st.columns(2)
+        dest = c1.text_input("New audit id", key="import-new-id",
+                             placeholder="e.g. vendor-eng-2291").strip()
+        crit_spec = c2.text_input(
+            "Criteria maxima (name:max[:weight], …)", key="import-criteria",
+            placeholder="e.g. technical_skills:10, experience:25:2",
+            help="Checks every score against 0..max. Without maxima, a score far outside its "
+                 "criterion's other scores (or beyond 1,000,000) rejects the file.").strip()
+        crit = crit_spec or None
+    else:
+        ids = [str(a) for a in store.list_audits()["audit_id"]]
+        dest = st.selectbox("Existing audit", ids, index=None, key="import-existing",
+                            placeholder="choose the audit the draws belong to") or ""
+        if dest:
+            crit = target_criteria(store, dest)
+            frozen = ", ".join(f"{c.name} ≤ {num(c.max_points, 2)}" if c.max_points else c.name
+                               for c in crit) or "none"
+            st.caption(md_escape(f"Checked against the frozen criteria of '{dest}': {frozen}. "
+                                 "Only draws of its sample's candidates and of its frozen model "
+                                 "are accepted."))
     clip = st.checkbox("Clip scores outside 0..max points instead of rejecting the file",
                        key="import-clip")
     upload = st.file_uploader("Draws file", type=["csv", "parquet", "jsonl", "json"],
                               key=f"draws-upload-{st.session_state[state.UPLOAD_NONCE]}")
-    if upload is not None:
-        crit = list(sheet.criteria) if (target == "the active audit" and sheet) else None
-        sig = (upload.file_id, target, clip)
+    if upload is not None and target == "an existing audit" and not dest:
+        st.info("Choose the audit these draws belong to, or import them into a new audit.")
+    elif upload is not None:
+        sig = (upload.file_id, target, dest if target == "an existing audit" else "", crit_spec,
+               clip)
         pending = st.session_state[state.PENDING_DRAWS]
         imp = None
         if pending is not None and pending[0] == sig:
             imp = pending[1]
         else:
             try:
-                imp = validate_draws(upload.getvalue(), name=upload.name, criteria=crit,
-                                     clip=clip)
+                imp = validate_draws(upload, name=upload.name, criteria=crit, clip=clip)
             except AuditError as exc:
                 st.session_state[state.PENDING_DRAWS] = None
-                with st.container(key="import-error"):
-                    st.error(md_escape("The file was not imported, and nothing was stored: "
-                                       f"{exc}"))
+                _show_faults(exc)
             else:
                 st.session_state[state.PENDING_DRAWS] = (sig, imp)
         if imp is not None:
@@ -283,21 +327,24 @@ with tab_upload:
             runs_txt = (str(s["runs_min"]) if s["runs_min"] == s["runs_max"]
                         else f"{s['runs_min']}–{s['runs_max']}")
             with st.container(key="import-summary"):
-                st.success(f"The file is valid: {s['rows']} rows, {s['candidates']} candidates "
-                           f"× {runs_txt} runs = {s['evaluations']} evaluations ({s['layout']} "
-                           "layout).")
+                st.success(f"The file is valid: {num(s['rows'])} rows, {num(s['candidates'])} "
+                           f"candidates × {runs_txt} runs = {num(s['evaluations'])} evaluations "
+                           f"({s['layout']} layout).")
+                st.caption("The range of each criterion, as it will be stored: check it before "
+                           "you confirm.")
+                st.dataframe(ranges_frame(imp), hide_index=True, key="import-ranges")
                 st.dataframe(pd.DataFrame({
                     "check": ["criteria", "screener's own total", "raw payloads (cache guard)",
-                              "strata", "first-pass scores", "scores clipped"],
+                              "strata", "first-pass scores", "model ids", "scores clipped"],
                     "found": [", ".join(s["criteria"]) or "none (total only)",
                               "yes" if s["has_total"] else "no (sum of criteria)",
                               "yes" if s["has_payloads"] else "no (cache guard not checked)",
                               "yes" if s["has_strata"] else "no (derived)",
                               "yes" if s["has_first_pass"] else "no",
+                              ", ".join(s["models"]) or "none reported",
                               str(s["clipped"])]}), hide_index=True, key="import-checks")
                 for w in s["warnings"]:
                     st.warning(md_escape(w[:1].upper() + w[1:] + "."))
-            dest = new_id if target == "a new audit" else audit_id
             if st.button(f"Confirm: store these draws in {md_escape(dest) or '…'}",
                          type="primary", key="confirm-import"):
                 if not dest:
@@ -308,7 +355,7 @@ with tab_upload:
                                        "characters other than letters, digits, '.', '-', '_'."))
                 else:
                     try:
-                        out = commit_draws(store, dest, imp)
+                        out = commit_draws(store, dest, imp, new=target == "a new audit")
                     except AuditError as exc:
                         state.show_error(exc, "Nothing was stored")
                     else:

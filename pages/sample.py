@@ -7,7 +7,7 @@ from core import charts
 from core.errors import AuditError
 from core.flip import effective_cutoff
 from core.format import md_escape, num
-from core.ingest import commit_pool, validate_pool
+from core.ingest import FileFaults, commit_pool, faults_frame, validate_pool
 from core.sample import DEFAULT_DESIGN, REDUCED_DESIGN, estimate_run, stratified_sample
 from ui import state
 
@@ -40,14 +40,27 @@ upload = st.file_uploader("Upload the pool" if not len(pool) else "Replace the p
                           key=f"pool-upload-{st.session_state[state.UPLOAD_NONCE]}")
 if upload is not None:
     try:
-        imp = validate_pool(upload.getvalue(), name=upload.name)
+        imp = validate_pool(upload, name=upload.name)
+    except FileFaults as exc:
+        with st.container(key="pool-error"):
+            st.error(md_escape(f"The pool was not stored, and nothing was written: "
+                               f"{num(exc.total)} fault(s) in {exc.file}. Fix them in the file "
+                               "and upload it again."))
+            st.dataframe(faults_frame(exc), hide_index=True, width="stretch", key="pool-faults")
+            if exc.hidden:
+                st.caption(f"… and {num(exc.hidden)} more fault(s) not listed (the first "
+                           f"{len(exc.faults)} are shown).")
     except AuditError as exc:
-        state.show_error(exc, "The pool was not stored")
+        with st.container(key="pool-error"):
+            state.show_error(exc, "The pool was not stored, and nothing was written")
     else:
         scores = imp.pool["first_pass_score"]
-        st.info(f"{md_escape(imp.file_name)}: {len(imp.pool)} applicants, first-pass scores "
-                f"{scores.min():g} – {scores.max():g}. Nothing is stored until you confirm.")
-        if st.button("Store this pool", type="primary"):
+        st.info(f"{md_escape(imp.file_name)}: {num(len(imp.pool))} applicants, first-pass "
+                f"scores {num(scores.min(), 2)} – {num(scores.max(), 2)} (median "
+                f"{num(scores.median(), 2)}). Nothing is stored until you confirm.")
+        # the button names the audit it writes to (a bare URL opens the demo)
+        if st.button(f"Store this pool in {md_escape(audit_id)}", type="primary",
+                     key="store-pool"):
             commit_pool(store, audit_id, imp)
             st.session_state[state.UPLOAD_NONCE] += 1
             st.rerun()

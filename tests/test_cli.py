@@ -53,16 +53,16 @@ def test_import_then_reimport_is_a_noop(tmp_path):
     assert d["band"]["applications_per_req"] == 10
 
 
-@pytest.mark.parametrize("name, row, column", [("bad_score_text.csv", 4, "score"),
-                                               ("bad_wide_cell.csv", 2, "b"),
-                                               ("bad_duplicate.csv", 4, "criterion")])
+@pytest.mark.parametrize("name, row, column", [("bad_score_text.csv", 5, "score"),
+                                               ("bad_wide_cell.csv", 3, "b"),
+                                               ("bad_duplicate.csv", 5, "criterion")])
 def test_bad_input_exit_2_one_line_naming_file_row_column(tmp_path, name, row, column):
     db = tmp_path / "a.duckdb"
     r = run_cli("import", str(FIXTURES / name), "--db", str(db), "--audit", "A")
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
-    assert name in lines[0] and f"row {row}" in lines[0] and f"column '{column}'" in lines[0]
+    assert name in lines[0] and f"line {row}" in lines[0] and f"column '{column}'" in lines[0]
     assert "Traceback" not in r.stderr
     assert r.stdout == ""
 
@@ -72,7 +72,7 @@ def test_report_from_file_bad_input_exit_2(tmp_path):
                 "--criteria", "a:10")
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1
-    assert "bad_out_of_range.csv, row 5, column 'score'" in r.stderr
+    assert "bad_out_of_range.csv, line 6, column 'score'" in r.stderr
 
 
 def test_report_from_file_json_and_effective_cutoff():

@@ -85,6 +85,19 @@ def test_flip_slider_by_keyboard_matches_the_engine(server, page, engine):
     screenshot(page, "sample")
 
 
+def _grid_text(grid, timeout: float = 15.0) -> str:
+    """The cells of a data grid (a canvas that exposes its cells to assistive tech), once drawn."""
+    deadline = time.monotonic() + timeout
+    text = ""
+    while time.monotonic() < deadline:
+        text = grid.text_content() or ""
+        if text.strip():
+            return text
+        grid.scroll_into_view_if_needed()
+        time.sleep(0.25)
+    return text
+
+
 def _upload(page, path: Path) -> None:
     page.get_by_role("tab", name="Upload exported draws").click()
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(path))
@@ -104,8 +117,16 @@ def test_upload_draws_then_criteria_shows_them(server, page, tmp_path):
                                                                                   index=False)
     open_page(page, server, "run")
     _upload(page, path)
-    summary = page.locator(".st-key-import-summary").inner_text()
-    assert "12 candidates × 5 runs = 60 evaluations" in summary
+    summary = page.locator(".st-key-import-summary")
+    assert "12 candidates × 5 runs = 60 evaluations" in summary.inner_text()
+    # each criterion's min / median / max before confirming
+    ranges = _grid_text(summary.locator('[data-testid="stDataFrame"]').first)
+    frame = pd.DataFrame(rows, columns=["candidate_id", "run", "criterion", "score"])
+    for name, g in frame.groupby("criterion")["score"]:
+        assert name in ranges
+        for v in (g.min(), g.median(), g.max()):
+            assert f"{v:g}" in ranges, (name, v, ranges)
+    assert "median" in ranges and "max points" in ranges
     page.get_by_label("New audit id").fill("vendor-upload")
     page.get_by_label("New audit id").press("Enter")
     wait_idle(page)
@@ -170,20 +191,35 @@ def test_run_survives_page_switch_and_reload_then_resumes(server, page):
         timeout=60_000)
 
 
-def test_malformed_upload_says_why_and_writes_nothing(tmp_path_factory, browser):
+def test_malformed_upload_lists_every_fault_and_writes_nothing(tmp_path_factory, browser):
+    """Issue 9: a file with five faults lists all five (spreadsheet line, column, value)."""
     srv = AppServer(tmp_path_factory.mktemp("malformed")).start()
     path = tmp_path_factory.mktemp("files") / "broken.csv"
-    path.write_text("candidate_id,run,criterion,score\nA,1,x,3\nA,2,x,abc\nB,1,x,4\nB,2,x,5\n")
+    rows = [f"c{i:02d},{r},skills,{(i * 3 + r) % 9}" for i in range(30) for r in (1, 2)]
+    rows[50] = "c25,1,skills,seven"                       # line 52: not a number
+    rows[9] = "c04,2,skills,1e400"                        # line 11: overflow
+    rows += ["c07,1,skills,3",                            # line 62: duplicate key
+             "loner,1,skills,4",                          # line 63: one run
+             '"=HYPERLINK(""http://x"")",1,skills,2']     # line 64: formula-like id
+    path.write_bytes(("\ufeff" + "\r\n".join(["candidate_id,run,criterion,score", *rows,
+                                                ",,,"]) + "\r\n").encode())
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
         open_page(page, srv, "run")
         _upload(page, path)
-        msg = page.locator(".st-key-import-error").inner_text()
-        assert "nothing was stored" in msg
-        assert "broken.csv" in msg and "row 2" in msg and "score" in msg
+        panel = page.locator(".st-key-import-error")
+        msg = panel.inner_text()
+        assert "nothing was stored" in msg and "5 fault(s) in broken.csv" in msg
+        grid = _grid_text(panel.locator('[data-testid="stDataFrame"]').first)
+        for line, column, value in (("11", "score", "1e400"), ("52", "score", "seven"),
+                                    ("62", "criterion", "skills"), ("63", "run", "loner"),
+                                    ("64", "candidate_id", "=HYPERLINK")):
+            assert line in grid and column in grid and value in grid, (line, grid)
+        assert "has only 1 run" in grid and "spreadsheet formula" in grid
         assert "Traceback" not in page.locator('[data-testid="stMain"]').inner_text()
         assert page.get_by_role("button", name=re.compile("Confirm")).count() == 0
+        screenshot(page, "upload-faults")
     finally:
         context.close()
         srv.stop()
