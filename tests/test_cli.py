@@ -174,41 +174,44 @@ def test_locked_database_exit_2_says_in_use(tmp_path, capsys, monkeypatch):
         holder.wait()
 
 
-def test_sample_out_neutralises_spreadsheet_formulas(tmp_path, capsys):
-    """A pool whose ids look like formulas: the sample CSV a spreadsheet opens runs none."""
+def test_sample_out_never_carries_a_spreadsheet_formula(tmp_path, capsys):
+    """A pool whose ids look like formulas is refused (one line, the line and column named)
+    and no sample file is written; what is written goes through core.format.csv_safe."""
     pool = tmp_path / "pool.csv"
-    ids = ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /c calc'!A0", "@SUM(1)", "-2+3", "ok-id"]
+    ids = ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /c calc'!A0", "@SUM(1)", "ok-id"]
     pool.write_text("candidate_id,first_pass_score\n" + "\n".join(
         f"\"{i.replace(chr(34), chr(34) * 2)}\",{60 + 5 * n}" for n, i in enumerate(ids)) + "\n")
     out = tmp_path / "sample.csv"
-    assert main(["sample", str(pool), "--cutoff", "70", "--spread", "20", "--band", "5",
-                 "--high", "0", "--low", "0", "--out", str(out)]) == 0
-    got = pd.read_csv(out)["candidate_id"].tolist()
-    assert sorted(got) == sorted(["'" + i if i[0] in "=+-@" else i for i in ids])
-    assert not any(str(v).startswith(("=", "+", "-", "@")) for v in got)
+    code = main(["sample", str(pool), "--cutoff", "70", "--spread", "20", "--band", "4",
+                 "--high", "0", "--low", "0", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert "line 2" in err and "candidate_id" in err and len(err.strip().splitlines()) == 1
 
 
 def test_terminal_output_escapes_control_characters(tmp_path, capsys):
-    """ANSI escapes and newlines in ids and criterion names never reach the terminal raw."""
+    """ANSI escapes and newlines in stored ids and criterion names (an import refuses them, a
+    database from elsewhere may hold them) never reach the terminal raw."""
     from core.store import Store
 
     db = tmp_path / "a.duckdb"
-    draws = tmp_path / "evil.csv"
-    evil_id = "x\x1b[31mRED"
-    draws.write_text("candidate_id,run,criterion,score\n" + "\n".join(
-        f"\"{c}\",{r},\"{crit}\",{v}" for c, base in ((evil_id, 1), ("b", 6))
-        for r in (1, 2, 3) for crit, v in (("skill\n## forged", base + r), ("fit", 2))) + "\n")
+    evil_id, evil_crit = "x\x1b[31mRED", "skill\n## forged"
     s = Store(db)
-    s.save_audit("audit\x1b[2J", {"req_id": "r"}, "h", {})
+    s.save_audit("audit\x1b[2J", {"req_id": "r"}, "h", {"cutoff": 5})
+    rows = [(c, r, crit, float(base + r if crit != "fit" else 2), f"{c}-{r}")
+            for c, base in ((evil_id, 1), ("b", 6)) for r in (1, 2, 3)
+            for crit in (evil_crit, "fit")]
+    s.write_results("audit\x1b[2J", None, pd.DataFrame(
+        rows, columns=["candidate_id", "run", "criterion", "score", "request_id"]))
     s.close()
     assert main(["audits", "--db", str(db)]) == 0
     listed = capsys.readouterr().out
     assert "\x1b" not in listed and "audit\\x1b[2J" in listed
-    assert main(["report", str(draws), "--cutoff", "5"]) == 0
+    assert main(["report", "--db", str(db), "--audit", "audit\x1b[2J"]) == 0
     text = capsys.readouterr().out
     assert "\x1b" not in text and "x\\x1b[31mRED" in text
     assert "\n## forged" not in text and "skill\\n## forged" in text
-    assert main(["report", str(draws), "--cutoff", "5", "--format", "md"]) == 0
+    assert main(["report", "--db", str(db), "--audit", "audit\x1b[2J", "--format", "md"]) == 0
     md = capsys.readouterr().out
     assert not any(line.startswith("## forged") or line.startswith("\\#\\# forged")
                    for line in md.splitlines())

@@ -166,11 +166,11 @@ def test_import_whose_request_ids_clash_is_rejected_naming_the_pair(tmp_path):
                      "A,1,total,5,req-1\nA,2,total,6,req-2\nB,1,total,7,req-3\nB,2,total,8,req-4\n")
     second = tmp_path / "second.csv"
     second.write_text("candidate_id,run,criterion,score,request_id\n"
-                      "C,1,total,5,req-7\nC,2,total,6,req-3\n")
+                      "B,3,total,5,req-7\nB,4,total,6,req-3\n")
     assert run_cli("import", str(first), "--db", str(db), "--audit", "A1").returncode == 0
     r = run_cli("import", str(second), "--db", str(db), "--audit", "A1")
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "req-3" in r.stderr and "candidate 'C' run 2" in r.stderr
+    assert "req-3" in r.stderr and "candidate 'B' run 4" in r.stderr
     assert "candidate 'B' run 1" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert len(Store(db, read_only=True).completed_pairs("A1")) == 4
 
