@@ -7,6 +7,7 @@ the pages and the command line render; its :attr:`AuditResult.live` answers slid
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ import pandas as pd
 from core import criteria as crit_mod
 from core.criteria import ICC1
 from core.draws import Draws
+from core.errors import GuardError, InputError
 from core.flip import effective_cutoff
 from core.invalid import invalid_answers
 from core.live import LiveAudit, LiveView
@@ -62,6 +64,10 @@ def cache_guard(payload_counts: pd.DataFrame | None) -> dict[str, Any]:
                 "withhold": False, "single_payload_candidates": [],
                 "distinct_payloads_min": None}
     multi = payload_counts[payload_counts["calls_with_payload"] >= 2]
+    if len(multi) == 0:
+        return {"checked": False, "verdict": "not checked: no candidate has two calls yet",
+                "withhold": False, "single_payload_candidates": [],
+                "distinct_payloads_min": None}
     single = multi[multi["distinct_payloads"] <= 1]["candidate_id"].astype(str).tolist()
     all_identical = len(multi) > 0 and len(single) == len(multi)
     return {
@@ -172,8 +178,79 @@ def analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None = None,
                    harness_hash: str = "", audit_id: str = "",
                    payload_counts: pd.DataFrame | None = None,
                    drift: dict[str, Any] | None = None) -> AuditResult:
-    """Analyse draws held in frames (see module docstring)."""
+    """Analyse draws held in frames (see module docstring).
+
+    Raises
+    ------
+    GuardError
+        ``withheld: …`` when there is no draw at all (e.g. every call failed).
+    """
+    if long is None or len(long) == 0:
+        raise GuardError(f"withheld: audit '{audit_id}' has no draws yet, so there is nothing "
+                         "to measure")
+    _check_rubric(criteria)
+    # overflowing scores give inf and one candidate an undefined SD: reported as such
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return _analyze_frames(long, criteria=criteria, pool=pool, candidates=candidates,
+                               settings=settings, freeze=freeze, harness_hash=harness_hash,
+                               audit_id=audit_id, payload_counts=payload_counts, drift=drift)
+
+
+def _check_rubric(criteria: pd.DataFrame | None) -> None:
+    """Weights must be finite and non-negative, maxima finite and positive (a weight of inf
+    would turn every total into inf or NaN)."""
+    if criteria is None or len(criteria) == 0:
+        return
+    for r in criteria.itertuples():
+        w = getattr(r, "weight", 1.0)
+        mx = getattr(r, "max_points", None)
+        if w is not None and not pd.isna(w) and not (np.isfinite(w) and w >= 0):
+            raise InputError(f"criterion '{r.criterion}' has weight {w}: weights must be finite "
+                             "numbers of 0 or more — fix the rubric (a new audit from the "
+                             "Freeze page, or --criteria)", column="weight")
+        if mx is not None and not pd.isna(mx) and not (np.isfinite(mx) and mx > 0):
+            raise InputError(f"criterion '{r.criterion}' has max points {mx}: maxima must be "
+                             "finite numbers above 0 — fix the rubric", column="max_points")
+
+
+_SETTING_RULES = {  # name: (test, what it must be, the option that sets it)
+    "cutoff": (lambda v: np.isfinite(v), "a finite number", "--cutoff"),
+    "k": (lambda v: np.isfinite(v) and v > 0, "a finite number above 0", "--k"),
+    "capacity": (lambda v: np.isfinite(v) and v >= 0, "a finite number of 0 or more",
+                 "--capacity"),
+    "applications_per_req": (lambda v: np.isfinite(v) and v > 0, "a finite number above 0",
+                             "--applications-per-req"),
+    "halfwidth_override": (lambda v: np.isfinite(v) and v >= 0,
+                           "a finite number of 0 or more", "the Band page"),
+    "dead_tol_frac": (lambda v: np.isfinite(v) and v >= 0, "a finite number of 0 or more",
+                      "the Criteria page"),
+}
+
+
+def _check_settings(s: Settings) -> None:
+    """Stored or given settings that would turn every number into NaN are refused, naming the
+    setting and where it is set."""
+    for name, (ok, what, where) in _SETTING_RULES.items():
+        v = getattr(s, name)
+        if v is None:
+            continue
+        try:
+            good = bool(ok(float(v)))
+        except (TypeError, ValueError):
+            good = False
+        if not good:
+            raise InputError(f"the audit's {name.replace('_', ' ')} is {v!r}: it must be {what} "
+                             f"(set it with {where})")
+
+
+def _analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None,
+                    pool: pd.DataFrame | None, candidates: pd.DataFrame | None,
+                    settings: Settings | None, freeze: dict[str, Any] | None,
+                    harness_hash: str, audit_id: str, payload_counts: pd.DataFrame | None,
+                    drift: dict[str, Any] | None) -> AuditResult:
     s = settings or Settings()
+    _check_settings(s)
     freeze = freeze or {}
     draws = Draws.from_long(long, criteria)
     guards: dict[str, Any] = {"cache": cache_guard(payload_counts)}
@@ -251,8 +328,30 @@ def analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None = None,
 
 
 def analyze(store: Store, audit_id: str, **overrides: Any) -> AuditResult:
-    """Analyse a stored audit; ``overrides`` are :class:`Settings` fields (None = stored)."""
+    """Analyse a stored audit; ``overrides`` are :class:`Settings` fields (None = stored).
+
+    Raises
+    ------
+    GuardError
+        ``withheld: …`` when the audit has no draw, with what its calls ended as.
+    """
+    with store.session():   # one consistent view, one open of the file
+        return _analyze_stored(store, audit_id, **overrides)
+
+
+def _analyze_stored(store: Store, audit_id: str, **overrides: Any) -> AuditResult:
     audit = store.get_audit(audit_id)
+    if store.n_draws(audit_id) == 0:
+        calls = store.call_summary(audit_id)
+        n = int(calls["calls"].sum()) if len(calls) else 0
+        if n:
+            kinds = calls.groupby("status")["calls"].sum().sort_values(ascending=False)
+            why = ", ".join(f"{k}: {int(v)}" for k, v in kinds.items())
+            raise GuardError(f"withheld: audit '{audit_id}' has no draws — none of its {n} "
+                             f"call(s) gave a valid answer ({why}); see the Run page or "
+                             "'python -m core run' for why")
+        raise GuardError(f"withheld: audit '{audit_id}' has no draws yet: run the screener or "
+                         "import exported draws")
     settings = Settings.merge(audit["settings"], **overrides)
     drift = None
     screener = audit["freeze"].get("screener")

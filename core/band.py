@@ -105,20 +105,37 @@ def _which(two_sd: float, emp: float) -> str:
     return "2-SD" if two_sd > emp else "empirical"
 
 
+def _clamp(x: float, bounds: tuple[float, float] | None) -> float:
+    if bounds is None or not np.isfinite(x):
+        return float(x)
+    return float(min(max(x, bounds[0]), bounds[1]))
+
+
 def recommend_band(cutoff: float, within_sd: float, sorted_residuals: np.ndarray, k: float = 2.0,
-                   *, override: float | None = None) -> Band:
-    """``[t − max(kσ_w, h_L), t + max(kσ_w, h_U)]``, or ``t ± override`` when given."""
+                   *, override: float | None = None,
+                   bounds: tuple[float, float] | None = None) -> Band:
+    """``[t − max(kσ_w, h_L), t + max(kσ_w, h_U)]``, or ``t ± override`` when given.
+
+    ``bounds`` — the score range (0..Σ max points, or the observed range): every edge (of the
+    band and of each rule) is clamped to it, so no band reads "-0.8 – 74.6" on a 0..100
+    rubric. A negative ``override`` counts as 0. Which rule binds is decided before clamping.
+    """
     half = k * within_sd
     h_l, h_u = empirical_halfwidths(sorted_residuals, k)
-    emp = (cutoff - h_l, cutoff + h_u)
-    two = (cutoff - half, cutoff + half)
+
+    def edges(lo: float, hi: float) -> tuple[float, float]:
+        return _clamp(lo, bounds), _clamp(hi, bounds)
+
+    emp = edges(cutoff - h_l, cutoff + h_u)
+    two = edges(cutoff - half, cutoff + half)
     if override is not None:
-        return Band(cutoff, k, within_sd, two, emp, cutoff - override, cutoff + override,
-                    "manual", "manual", override)
+        override = max(0.0, float(override))
+        low, high = edges(cutoff - override, cutoff + override)
+        return Band(cutoff, k, within_sd, two, emp, low, high, "manual", "manual", override)
     low_w = max(half, h_l) if np.isfinite(h_l) else half
     high_w = max(half, h_u) if np.isfinite(h_u) else half
-    return Band(cutoff, k, within_sd, two, emp, cutoff - low_w, cutoff + high_w,
-                _which(half, h_l), _which(half, h_u))
+    low, high = edges(cutoff - low_w, cutoff + high_w)
+    return Band(cutoff, k, within_sd, two, emp, low, high, _which(half, h_l), _which(half, h_u))
 
 
 def share_in_band(sorted_pool: np.ndarray, low: float, high: float) -> float:

@@ -143,14 +143,21 @@ def pool_histogram(pool: np.ndarray, cutoff: float, band: Band | None = None,
         yaxis=dict(title=dict(text="applicants")))
 
 
-def flip_curve_chart(curve: pd.DataFrame, cutoff: float) -> go.Figure:
-    """Flip count and mean disagreement against the cutoff, current cutoff marked."""
+def flip_curve_chart(curve: pd.DataFrame, cutoff: float, comparison: str = ">=") -> go.Figure:
+    """Flip count and mean disagreement against the cutoff, current cutoff marked.
+
+    Both are step functions of the cutoff, drawn as steps (``curve`` holds at most
+    :data:`core.live.CURVE_POINTS` points): with ``>=`` the value on ``(t_j, t_{j+1}]`` is the
+    one at ``t_{j+1}``.
+    """
+    shape = "vh" if comparison == ">=" else "hv"
     return _figure(
         [dict(type="scatter", x=curve["cutoff"], y=curve["candidates_with_flip"],
-              mode="lines", name="candidates with any flip", line=dict(color="#e76f51")),
+              mode="lines", name="candidates with any flip",
+              line=dict(color="#e76f51", shape=shape)),
          dict(type="scatter", x=curve["cutoff"], y=curve["mean_disagreement"], mode="lines",
               name="mean disagreement (two draws)", yaxis="y2",
-              line=dict(color="#264653", dash="dot"))],
+              line=dict(color="#264653", dash="dot", shape=shape))],
         shapes=[_vline(cutoff)],
         title=dict(text="How the cutoff's position drives the coin flips"),
         xaxis=dict(title=dict(text="cutoff")),

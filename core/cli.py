@@ -7,32 +7,72 @@ Exit 0 on success; exit 2 on bad input with one line on stderr naming file, row 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from core.errors import AuditError
+from core.errors import AuditError, InputError
+from core.format import csv_safe_frame, term_escape
 
 __all__ = ["main", "build_parser", "DEFAULT_DB"]
 
 DEFAULT_DB = "data/audits.duckdb"
 
 
-def _float_or_none(x: str | None) -> float | None:
-    return None if x is None else float(x)
+def _number(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return v
+
+
+def _finite_float(text: str) -> float:
+    return _number(text)
+
+
+def _positive_float(text: str) -> float:
+    v = _number(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
+    return v
+
+
+def _nonneg_float(text: str) -> float:
+    v = _number(text)
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    return v
 
 
 def _positive_int(text: str) -> int:
-    v = int(text)
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
     if v < 1:
         raise argparse.ArgumentTypeError("must be a positive whole number")
     return v
 
 
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return v
+
+
 def _add_analysis_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cutoff", type=float, help="the cutoff that gates the stage today")
+    p.add_argument("--cutoff", type=_finite_float, help="the cutoff that gates the stage today")
     p.add_argument("--comparison", choices=[">=", ">"], help="pass means total >= cutoff "
                    "(default) or > cutoff")
     p.add_argument("--pool", help="pool file (candidate_id, first_pass_score): needed for the "
@@ -41,13 +81,14 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    "'technical_skills:10,experience:25:2,…' or a CSV with criterion,max,weight")
     p.add_argument("--clip", action="store_true", help="clip scores outside 0..max (counted "
                    "and reported) instead of rejecting the file")
-    p.add_argument("--applications-per-req", type=float, dest="applications_per_req",
+    p.add_argument("--applications-per-req", type=_positive_float, dest="applications_per_req",
                    help="applications per req (default: the pool size)")
-    p.add_argument("--k", type=float, help="band width in within-SDs (default 2)")
+    p.add_argument("--k", type=_positive_float, help="band width in within-SDs (default 2)")
     p.add_argument("--top", type=_positive_int, dest="top_k", help="the recruiter works the top "
                    "K of a ranked list: the effective cutoff is the K-th highest pool score")
     p.add_argument("--of", type=_positive_int, dest="of_n", help="…of a list of N")
-    p.add_argument("--capacity", type=float, help="reviewer capacity in manual reviews per req")
+    p.add_argument("--capacity", type=_nonneg_float,
+                   help="reviewer capacity in manual reviews per req")
     p.add_argument("--format", choices=["text", "md", "json", "html"], default="text")
     p.add_argument("--out", help="write the report to this file instead of stdout")
 
@@ -75,8 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "maxima an implausible score rejects the file")
     p.add_argument("--clip", action="store_true", help="clip scores outside 0..max (counted "
                    "and reported) instead of rejecting the file")
-    p.add_argument("--cutoff", type=float, help="store the audit's cutoff")
-    p.add_argument("--applications-per-req", type=float, dest="applications_per_req")
+    p.add_argument("--cutoff", type=_finite_float, help="store the audit's cutoff")
+    p.add_argument("--applications-per-req", type=_positive_float, dest="applications_per_req")
     p.add_argument("--max-file-mb", type=float, dest="max_file_mb",
                    help="refuse files larger than this (default 1024, or AUDIT_MAX_FILE_MB)")
     p.add_argument("--max-rows", type=float, dest="max_rows",
@@ -96,15 +137,16 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Band candidates within cutoff ± 1.5·spread and anchors at "
                                    "least 3·spread away on each side, seeded.")
     p.add_argument("pool", help="pool file (candidate_id, first_pass_score)")
-    p.add_argument("--cutoff", type=float, help="cutoff (or use --top/--of)")
+    p.add_argument("--cutoff", type=_finite_float, help="cutoff (or use --top/--of)")
     p.add_argument("--top", type=_positive_int, dest="top_k", help="effective cutoff = K-th "
                    "highest pool score")
-    p.add_argument("--spread", type=float, required=True,
+    p.add_argument("--spread", type=_positive_float, required=True,
                    help="expected within-candidate SD in points (estimate, or a pilot's)")
-    p.add_argument("--band", type=int, default=None, help="band candidates (default 24)")
-    p.add_argument("--high", type=int, default=None, help="high anchors (default 8)")
-    p.add_argument("--low", type=int, default=None, help="low anchors (default 8)")
-    p.add_argument("--runs", type=int, default=None, help="runs per candidate (default 15)")
+    p.add_argument("--band", type=_nonneg_int, default=None, help="band candidates (default 24)")
+    p.add_argument("--high", type=_nonneg_int, default=None, help="high anchors (default 8)")
+    p.add_argument("--low", type=_nonneg_int, default=None, help="low anchors (default 8)")
+    p.add_argument("--runs", type=_positive_int, default=None,
+                   help="runs per candidate (default 15)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reduced", action="store_true",
                    help="reduced preset: 24 band, 6 anchors a side, 6 runs = 216 calls")
@@ -187,9 +229,13 @@ def _cmd_compare(a: argparse.Namespace) -> int:
 
 def _write(text: str, out: str | None) -> None:
     if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(text, encoding="utf-8")
-        print(f"wrote {out}", file=sys.stderr)
+        try:
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            Path(out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write the output file ({exc.strerror or exc}); choose "
+                             "another path", file=out) from None
+        print(f"wrote {term_escape(out)}", file=sys.stderr)
     else:
         sys.stdout.write(text)
 
@@ -279,13 +325,26 @@ def _cmd_report(a: argparse.Namespace) -> int:
         if not Path(a.db).exists():
             raise AuditError(f"the database file {a.db} does not exist; create it with "
                              "'python -m core import' or 'python -m core demo'")
-        store = Store(a.db)
-        if a.pool:
+        pool_import = validate_pool(a.pool) if a.pool else None
+        store = Store(a.db, read_only=pool_import is None)
+        _require_audit(store, a.audit)
+        if pool_import is not None:
             from core.ingest import commit_pool
-            commit_pool(store, a.audit, validate_pool(a.pool))
-        result = analyze(store, a.audit, **_settings_args(a))
+            commit_pool(store, a.audit, pool_import)
+        with store.session():
+            result = analyze(store, a.audit, **_settings_args(a))
     _write(render(result, a.format), a.out)
     return 0
+
+
+def _require_audit(store: Any, audit_id: str) -> None:
+    """A mistyped audit id is an error naming the known ones, never a new empty audit."""
+    if store.audit_exists(audit_id):
+        return
+    known = [str(x) for x in store.list_audits()["audit_id"]]
+    shown = ", ".join(known[:10]) + (f" … ({len(known)} in all)" if len(known) > 10 else "")
+    raise InputError(f"no audit '{audit_id}' in {store.path}; known: {shown or '(none)'}",
+                     column=None)
 
 
 def _payload_counts(calls: pd.DataFrame) -> pd.DataFrame | None:
@@ -314,17 +373,22 @@ def _cmd_sample(a: argparse.Namespace) -> int:
                if getattr(a, k) is not None}
     design = replace(design, **changes)
     frame = stratified_sample(pool, cutoff, a.spread, design, seed=a.seed)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    frame.sample.to_csv(a.out, index=False)
+    try:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        # a spreadsheet opens this file: cells that look like formulas are neutralised
+        csv_safe_frame(frame.sample).to_csv(a.out, index=False)
+    except OSError as exc:
+        raise InputError(f"cannot write the sample ({exc.strerror or exc}); choose another "
+                         "path", file=a.out) from None
     c = frame.counts
     lo, hi = design.sd_interval_factors()
     print(f"sample: {sum(c.values())} candidates ({c['band']} band, {c['high']} high, "
-          f"{c['low']} low) around cutoff {cutoff:g} -> {a.out}")
+          f"{c['low']} low) around cutoff {cutoff:g} -> {term_escape(a.out)}")
     print(f"design '{design.name}': {design.runs} runs each; one candidate's SD is known to "
           f"{lo:.2f}x - {hi:.2f}x (95%)")
     print(f"estimate: {estimate_run(sum(c.values()), design.runs).describe()}")
     for s in frame.shortfalls:
-        print(f"shortfall: {s}")
+        print(f"shortfall: {term_escape(s)}")
     return 0
 
 
@@ -333,7 +397,8 @@ def _cmd_demo(a: argparse.Namespace) -> int:
     from core.store import Store
 
     audit = ensure_demo(Store(a.db), rebuild=a.rebuild)
-    print(f"demo audit '{audit}' ready in {a.db}; report: python -m core report --db {a.db} "
+    db = term_escape(a.db)
+    print(f"demo audit '{audit}' ready in {db}; report: python -m core report --db {db} "
           f"--audit {audit}")
     print(f"its second audit '{DEMO_V2_AUDIT_ID}' (the noisy criterion split) too; compare: "
           f"python -m core compare --db {a.db} --audit {audit} --audit {DEMO_V2_AUDIT_ID}")
@@ -349,7 +414,8 @@ def _cmd_audits(a: argparse.Namespace) -> int:
     if len(df) == 0:
         print("no audits")
     for r in df.itertuples():
-        print(f"{r.audit_id}\t{r.evaluations} evaluations\tharness {str(r.harness_hash)[:12]}")
+        print(f"{term_escape(r.audit_id)}\t{r.evaluations} evaluations\t"
+              f"harness {term_escape(str(r.harness_hash)[:12])}")
     return 0
 
 
@@ -366,11 +432,20 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown command {args.command}")
         return int(handler(args))
     except AuditError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {term_escape(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
         return 130
+    except MemoryError:
+        print("error: not enough memory for this input; use a smaller file", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, not a traceback
+        if os.environ.get("AUDIT_DEBUG"):
+            raise
+        print(f"error: unexpected {type(exc).__name__}: {term_escape(str(exc)[:300])} — this "
+              "is a bug, please report it (AUDIT_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
+from core.errors import InputError
+
 __all__ = [
     "passes",
     "flip_rate",
@@ -35,7 +37,7 @@ def passes(total: np.ndarray, cutoff: float, comparison: str = ">=") -> np.ndarr
         return total >= cutoff
     if comparison == ">":
         return total > cutoff
-    raise ValueError(f"comparison must be '>=' or '>', got {comparison!r}")
+    raise InputError(f"comparison must be '>=' or '>', got {comparison!r}")
 
 
 def flip_rate(k: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -166,11 +168,18 @@ def effective_cutoff(pool_scores: np.ndarray, top_k: int, of_n: int | None = Non
 
     ``of_n`` is the list length the recruiter quotes; it is only checked against the pool
     (the pool is what is ranked).
+
+    Raises
+    ------
+    InputError
+        When the pool is empty or ``top_k`` is not between 1 and the pool size.
     """
     s = np.sort(np.asarray(pool_scores, dtype="float64"))[::-1]
     if len(s) == 0:
-        raise ValueError("the pool is empty: the effective cutoff needs the pool's first-pass "
-                         "scores")
+        raise InputError("the pool is empty: the effective cutoff (top k) needs the pool's "
+                         "first-pass scores")
     if not 1 <= int(top_k) <= len(s):
-        raise ValueError(f"top k must be between 1 and the pool size {len(s)}; got {top_k}")
+        raise InputError(f"top k must be between 1 and the pool size {len(s)}; got {top_k} "
+                         "(the effective cutoff is the k-th highest first-pass score of the "
+                         "pool)")
     return float(s[int(top_k) - 1])

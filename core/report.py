@@ -10,6 +10,9 @@ from __future__ import annotations
 import html
 import json
 import math
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,6 +21,7 @@ import plotly.io as pio
 
 from core import charts
 from core.audit import AuditResult
+from core.format import md_cell, md_escape, term_escape
 from core.freeze import TEMPERATURE_ZERO_NOTE, FreezeSheet
 from core.invalid import describe as invalid_lines
 
@@ -41,24 +45,84 @@ def _num(x: Any) -> Any:
     if isinstance(x, (np.integer,)):
         return int(x)
     if isinstance(x, (float, np.floating)):
-        x = float(x)
-        return x if math.isfinite(x) else None
+        return float(x)   # non-finite values become None (with a reason) in report_dict
     return x
 
 
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and math.isfinite(float(x))
+
+
+#: Above this magnitude numbers are shown in scientific notation (never 300 digits).
+_HUGE = 1e12
+
+
 def _fmt(x: Any, nd: int = 1) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+    if not _finite(x):
         return "—"
-    return f"{x:.{nd}f}"
+    x = float(x)
+    return f"{x:.4g}" if abs(x) >= _HUGE else f"{x:.{nd}f}"
 
 
-def _pts(x: float) -> str:
-    """A score for prose: integers without decimals, else one decimal."""
+def _pts(x: Any) -> str:
+    """A score for prose: integers without decimals, else one decimal; ``—`` when missing."""
+    if not _finite(x):
+        return "—"
+    x = float(x)
+    if abs(x) >= _HUGE:
+        return f"{x:.4g}"
     return f"{x:.0f}" if abs(x - round(x)) < 1e-9 else f"{x:.1f}"
 
 
 def _pct(x: float | None) -> str:
-    return "—" if x is None or not math.isfinite(x) else f"{100 * x:.0f}%"
+    return "—" if not _finite(x) else f"{100 * float(x):.0f}%"
+
+
+_NULL_REASONS = {
+    "nan": "not defined for these draws (too few runs, candidates or pool scores)",
+    "inf": "overflow: the scores are too large to compute this",
+}
+
+
+def _json_safe(obj: Any, path: str, reasons: dict[str, str]) -> Any:
+    """``obj`` with every non-finite number replaced by None, its reason kept in ``reasons``
+    (JSON has no NaN or Infinity; a reader must not meet them)."""
+    if isinstance(obj, dict):
+        return {k: _json_safe(v, f"{path}.{k}" if path else str(k), reasons)
+                for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v, f"{path}[{i}]", reasons) for i, v in enumerate(obj)]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        x = float(obj)
+        if math.isfinite(x):
+            return x
+        reasons[path] = _NULL_REASONS["nan" if math.isnan(x) else "inf"]
+        return None
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """No numpy warnings on stderr: a number that overflows or is undefined (the SD of one
+    candidate) is reported as missing with its reason instead."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def _escaped(obj: Any, escape: Any) -> Any:
+    """Every string of a report dict through ``escape`` (user text: ids, criterion names)."""
+    if isinstance(obj, dict):
+        return {k: _escaped(v, escape) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_escaped(v, escape) for v in obj]
+    if isinstance(obj, str):
+        return escape(obj)
+    return obj
 
 
 def _sheet(result: AuditResult) -> FreezeSheet | None:
@@ -83,7 +147,21 @@ def _verdict_note(row: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------- the data
 def report_dict(result: AuditResult, *, cutoff: float | None = None,
                 k: float | None = None) -> dict[str, Any]:
-    """The report as plain data (the JSON format); numbers unrounded."""
+    """The report as plain data (the JSON format); numbers unrounded.
+
+    No NaN or infinity: a number that is not finite is None, and ``null_reasons`` says why
+    (keyed by its path, e.g. ``total.within_sd``).
+    """
+    with _quiet():
+        out = _report_dict(result, cutoff=cutoff, k=k)
+    reasons: dict[str, str] = {}
+    clean = _json_safe(out, "", reasons)
+    clean["null_reasons"] = reasons
+    return clean
+
+
+def _report_dict(result: AuditResult, *, cutoff: float | None = None,
+                 k: float | None = None) -> dict[str, Any]:
     sheet = _sheet(result)
     comp = result.composition()
     view = result.view(cutoff, k)
@@ -133,7 +211,8 @@ def report_dict(result: AuditResult, *, cutoff: float | None = None,
         return out
     table = result.criteria
     out["criteria"] = ([] if table is None else [
-        {"criterion": r["criterion"], "max_points": _num(r["max_points"]),
+        {"criterion": r["criterion"],
+         "max_points": _num(r["max_points"]) if _finite(r["max_points"]) else None,  # unknown
          "weight": _num(r["weight"]), "within_sd": _num(r["within_sd"]),
          "between_sd": _num(r["between_sd"]),
          "share_of_within_variance": _num(r["share_of_within_variance"]),
@@ -200,8 +279,10 @@ def report_dict(result: AuditResult, *, cutoff: float | None = None,
     }
     out["capacity"] = None if view.capacity is None or view.needs_pool else {
         "reviews_per_req": view.capacity, "exceeded": view.over_capacity,
-        "capacity_band": list(view.capacity_band) if view.capacity_band else None,
-        "left_to_chance_per_req": _num(view.left_to_chance_per_req)}
+        "capacity_band": (list(view.capacity_band) if view.capacity_band
+                          and view.capacity_note is None else None),
+        "left_to_chance_per_req": _num(view.left_to_chance_per_req),
+        "note": view.capacity_note}
     out["exposure"] = None if view.exposure is None else {
         "rho": _num(view.exposure.rho),
         "reversals_per_req": _num(view.exposure.reversals_per_req),
@@ -267,6 +348,7 @@ def _cutoff_line(d: dict[str, Any]) -> str:
 
 
 def _text_from_dict(d: dict[str, Any]) -> str:
+    d = _escaped(d, term_escape)   # ids and names can never forge a line or a colour
     L: list[str] = []
     req = d["req"]
     title = f' "{req["title"]}"' if req.get("title") else ""
@@ -291,7 +373,8 @@ def _text_from_dict(d: dict[str, Any]) -> str:
             f"; one distinct payload for: {', '.join(single[:10])}"
             + (" …" if len(single) > 10 else "") if single else
             f"; every candidate returned at least {cache['distinct_payloads_min']} distinct "
-            "payloads"))
+            "payloads" if cache["distinct_payloads_min"] is not None else
+            "; no candidate has two calls yet"))
     else:
         L.append(f"  cache: {cache['verdict']}")
     pop = g["populations"]
@@ -399,7 +482,10 @@ def _text_stats(d: dict[str, Any], L: list[str]) -> None:
     emp = b["empirical"]
     other = (f"2-SD rule gave {_pts(b['two_sd'][0])}-{_pts(b['two_sd'][1])}, empirical rule "
              f"gave {_fmt(emp[0], 1)}-{_fmt(emp[1], 1)}")
-    if b["halfwidth_override"] is not None:
+    if b["low"] is None or b["high"] is None:
+        L.append("  manual-review band: withheld: no candidate has 2 or more runs, so there is no "
+                 "within-candidate spread to size it")
+    elif b["halfwidth_override"] is not None:
         L.append(f"  manual-review band: {_fmt(b['low'])} - {_fmt(b['high'])} (manual half-width "
                  f"{b['halfwidth_override']:g}; {other})")
     else:
@@ -409,24 +495,29 @@ def _text_stats(d: dict[str, Any], L: list[str]) -> None:
         L.append("  throughput cost: needs the pool (upload the req's first-pass scores)")
     else:
         L.append(f"  throughput cost: ~{_pct(b['share_of_pool'])} of applications -> "
-                 f"~{b['manual_reviews_per_req']:.0f} manual reviews per req at "
-                 f"n={b['applications_per_req']:.0f}")
+                 f"~{_fmt(b['manual_reviews_per_req'], 0)} manual reviews per req at "
+                 f"n={_fmt(b['applications_per_req'], 0)}")
     cap = d.get("capacity")
     if cap:
-        if cap["exceeded"]:
+        if cap.get("note"):
+            L.append(f"  reviewer capacity: {cap['note']} (~{_fmt(cap['left_to_chance_per_req'])} "
+                     "coin-flip decisions per req, normal approximation); if nobody reviews, "
+                     "widen the automated reject threshold instead")
+        elif cap["exceeded"]:
             lo, hi = cap["capacity_band"]
             L.append(f"  reviewer capacity {cap['reviews_per_req']:g} per req is exceeded: a "
                      f"capacity-sized band {_fmt(lo)} - {_fmt(hi)} leaves "
-                     f"~{cap['left_to_chance_per_req']:.1f} coin-flip decisions per req outside "
+                     f"~{_fmt(cap['left_to_chance_per_req'])} coin-flip decisions per req outside "
                      "it (normal approximation); if nobody reviews, widen the automated reject "
                      "threshold instead")
         else:
             L.append(f"  reviewer capacity {cap['reviews_per_req']:g} per req covers the band")
     e = d.get("exposure")
     if e:
-        L.append(f"  re-run exposure: a fresh draw would reverse ~{e['reversals_per_req']:.1f} of "
-                 f"the req's decisions, ~{e['reversals_outside_band_per_req']:.1f} of them "
-                 f"outside the band ({e['approximation']})")
+        L.append(f"  re-run exposure: a fresh draw would reverse "
+                 f"~{_fmt(e['reversals_per_req'])} of the req's decisions, "
+                 f"~{_fmt(e['reversals_outside_band_per_req'])} of them outside the band "
+                 f"({e['approximation']})")
     L.append("")
     L.append("REMEDIATE FIRST")
     if not d["remediation"]:
@@ -443,19 +534,12 @@ def _text_stats(d: dict[str, Any], L: list[str]) -> None:
 
 
 # ---------------------------------------------------------------------------- markdown
-def _md_escape(text: Any) -> str:
-    s = str(text)
-    for ch in "\\`*_[]<>|":
-        s = s.replace(ch, "\\" + ch)
-    return s
-
-
 def render_markdown(result: AuditResult, *, cutoff: float | None = None,
                     k: float | None = None) -> str:
     d = report_dict(result, cutoff=cutoff, k=k)
     req = d["req"]
-    out = [f"# Screening score variance audit — req {_md_escape(req['id'])}"
-           + (f" “{_md_escape(req['title'])}”" if req.get("title") else ""), ""]
+    out = [f"# Screening score variance audit — req {md_cell(req['id'])}"
+           + (f" “{md_cell(req['title'])}”" if req.get("title") else ""), ""]
     text = _text_from_dict(d).splitlines()[1:]
     section = None
     header_done = False
@@ -465,32 +549,32 @@ def render_markdown(result: AuditResult, *, cutoff: float | None = None,
             continue
         if header_done and not line.startswith(" "):
             section = line
-            out += ["", f"## {_md_escape(section.capitalize())}", ""]
+            out += ["", f"## {section.capitalize()}", ""]   # our own headings only
             continue
         if section is None:
             if line.strip():
-                out.append(f"- {_md_escape(line.strip())}")
+                out.append(f"- {md_escape(line.strip())}")
             continue
         if section == "PER-CRITERION" and d.get("criteria"):
             continue
         if line.strip():
-            out.append(f"- {_md_escape(line.strip().lstrip('- '))}")
+            out.append(f"- {md_escape(line.strip().lstrip('- '))}")
     if d.get("criteria"):
         t = d["total"]
         idx = out.index("## Per-criterion") + 2
         rows = ["| criterion | within-SD | between-SD | share of within variance | verdict |",
                 "|---|---:|---:|---:|---|"]
         for r in d["criteria"]:
-            rows.append(f"| {_md_escape(r['criterion'])} | {_fmt(r['within_sd'])} | "
+            rows.append(f"| {md_cell(r['criterion'])} | {_fmt(r['within_sd'])} | "
                         f"{_fmt(r['between_sd'])} | {_pct(r['share_of_within_variance'])} | "
-                        f"{_md_escape(r['note'])} |")
+                        f"{md_cell(r['note'])} |")
         rows.append(f"| **TOTAL** | {_fmt(t['within_sd'])} | {_fmt(t['between_sd'])} | | |")
         extra = []
         if t["icc1"] is not None:
             extra.append(f"- Reliability of a single draw, ICC(1): {_fmt(t['icc1'], 2)} "
                          f"(95% CI {_fmt(t['icc1_ci95'][0], 2)} – {_fmt(t['icc1_ci95'][1], 2)})")
         else:
-            extra.append(f"- {_md_escape(t['reliability_withheld'])}")
+            extra.append(f"- {md_escape(t['reliability_withheld'])}")
         out[idx:idx] = rows + [""] + extra
     return "\n".join(out).replace("\n\n\n", "\n\n") + "\n"
 
@@ -499,7 +583,7 @@ def render_markdown(result: AuditResult, *, cutoff: float | None = None,
 def render_json(result: AuditResult, *, cutoff: float | None = None,
                 k: float | None = None) -> str:
     return json.dumps(report_dict(result, cutoff=cutoff, k=k), indent=2, ensure_ascii=False,
-                      default=_num)
+                      default=_num, allow_nan=False)
 
 
 def render_html(result: AuditResult, *, cutoff: float | None = None,
@@ -508,16 +592,9 @@ def render_html(result: AuditResult, *, cutoff: float | None = None,
     d = report_dict(result, cutoff=cutoff, k=k)
     esc = html.escape
     figs = []
-    if not d["guards"].get("statistics_withheld"):
-        view = result.view(cutoff, k)
-        if result.criteria is not None:
-            figs.append(charts.criteria_chart(result.criteria))
-        ft = result.live.flip_table(view.flip.cutoff)
-        figs.append(charts.draws_strip(result.draws.candidate_ids, result.draws.cand,
-                                       result.draws.total, result.live.means,
-                                       ft["flips"].to_numpy(), view.flip.cutoff, view.band))
-        if result.live.pool is not None:
-            figs.append(charts.pool_histogram(result.live.pool, view.flip.cutoff, view.band))
+    with _quiet():
+        if not d["guards"].get("statistics_withheld"):
+            figs = _html_figures(result, cutoff, k)
     parts = []
     for i, fig in enumerate(figs):
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0),
@@ -543,6 +620,20 @@ def render_html(result: AuditResult, *, cutoff: float | None = None,
 {''.join(f'<div class="chart">{p}</div>' for p in parts)}
 </body></html>
 """
+
+
+def _html_figures(result: AuditResult, cutoff: float | None, k: float | None) -> list[Any]:
+    figs: list[Any] = []
+    view = result.view(cutoff, k)
+    if result.criteria is not None:
+        figs.append(charts.criteria_chart(result.criteria))
+    ft = result.live.flip_table(view.flip.cutoff)
+    figs.append(charts.draws_strip(result.draws.candidate_ids, result.draws.cand,
+                                   result.draws.total, result.live.means,
+                                   ft["flips"].to_numpy(), view.flip.cutoff, view.band))
+    if result.live.pool is not None:
+        figs.append(charts.pool_histogram(result.live.pool, view.flip.cutoff, view.band))
+    return figs
 
 
 def render(result: AuditResult, fmt: str = "text", **kw: Any) -> str:

@@ -434,23 +434,33 @@ class _Writer:
                 draws.extend(item[1])
             due = (len(calls) >= self.batch_rows or time.monotonic() - last >= self.flush_s
                    or closing or waiter is not None)
-            if due and calls:
-                self._write(calls, draws)
+            if due and calls and self._write(calls, draws, final=closing):
                 calls, draws = [], []
             if due:
                 last = time.monotonic()
             if waiter is not None:
                 waiter.set()
 
-    def _write(self, calls: list[dict[str, Any]], draws: list[dict[str, Any]]) -> None:
+    def _write(self, calls: list[dict[str, Any]], draws: list[dict[str, Any]],
+               final: bool = False) -> bool:
+        """One batch, one short transaction (the file is held only while it commits).
+
+        Returns False when the file stayed held by another process for the store's whole
+        wait: the batch is kept and retried with the next one (the last batch fails the run).
+        """
         if self.error is not None:
-            return
+            return True
         try:
             self.store.write_results(self.audit_id, _calls_frame(calls),
                                      _draws_frame(draws) if draws else None)
             self.written_calls += len(calls)
+        except StoreError as exc:
+            if getattr(exc, "locked", False) and not final:
+                return False
+            self.error = exc
         except Exception as exc:  # noqa: BLE001 - reported through the run status; the run stops
             self.error = exc
+        return True
 
 
 # ============================================================================ HTTP clients

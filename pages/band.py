@@ -124,6 +124,10 @@ def band_panel() -> None:
                     "decisions per req are left to chance (expected coin-flip decisions). "
                     "Enter the reviews your team can really do, or widen the automated reject "
                     "threshold instead.")
+            elif view.capacity_note is not None:
+                st.warning(f"{view.capacity_note.capitalize()}: about "
+                           f"{reviews_txt(view.left_to_chance_per_req)} coin-flip decisions "
+                           "per req.")
             elif view.over_capacity:
                 st.warning(
                     f"The band needs ~{reviews_txt(reviews)} manual reviews per req but the team "

@@ -169,3 +169,15 @@ def test_rerun_exposure_rho_zero_when_pool_no_wider_than_noise():
     assert rho == 0.0
     # fresh draw ~ N(71, 4): P(< 71) = 0.5 for every applicant
     assert p == pytest.approx([0.5, 0.5, 0.5])
+
+
+def test_band_edges_clamped_to_the_score_range():
+    """'-0.8 – 74.6' on a 0..100 rubric was a reported defect: edges stay inside the range."""
+    r = np.sort(np.array([-6.0, -2.0, 0.0, 1.0, 3.0, 9.0]))
+    b = recommend_band(2.0, 3.0, r, 2.0, bounds=(0.0, 100.0))
+    assert b.low == 0.0 and b.high == pytest.approx(8.0)   # h_L = 9 binds below, 2σ above
+    assert b.two_sd[0] == 0.0 and b.empirical[0] == 0.0
+    b = recommend_band(97.0, 3.0, r, 2.0, bounds=(0.0, 100.0))
+    assert b.high == 100.0
+    b = recommend_band(50.0, 3.0, r, 2.0, override=-5.0, bounds=(0.0, 100.0))
+    assert (b.low, b.high, b.override) == (50.0, 50.0, 0.0)

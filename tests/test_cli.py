@@ -149,7 +149,8 @@ def test_clip_reported_by_report_from_file():
     assert "1 score(s) outside 0..max were clipped" in r.stdout
 
 
-def test_locked_database_exit_2_says_in_use(tmp_path, capsys):
+def test_locked_database_exit_2_says_in_use(tmp_path, capsys, monkeypatch):
+    """A file held for longer than the wait (AUDIT_DB_WAIT_S) is named as in use, one line."""
     import subprocess
     import sys
     import textwrap
@@ -163,6 +164,7 @@ def test_locked_database_exit_2_says_in_use(tmp_path, capsys):
     """)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"
+        monkeypatch.setenv("AUDIT_DB_WAIT_S", "1")
         code = main(["import", str(FIXTURES / "draws_long.csv"), "--db", str(db), "--audit", "A"])
         err = capsys.readouterr().err
         assert code == 2
@@ -170,3 +172,55 @@ def test_locked_database_exit_2_says_in_use(tmp_path, capsys):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_sample_out_never_carries_a_spreadsheet_formula(tmp_path, capsys):
+    """A pool whose ids look like formulas is refused (one line, the line and column named)
+    and no sample file is written; what is written goes through core.format.csv_safe."""
+    pool = tmp_path / "pool.csv"
+    ids = ["=HYPERLINK(\"http://x\",\"y\")", "+cmd|' /c calc'!A0", "@SUM(1)", "ok-id"]
+    pool.write_text("candidate_id,first_pass_score\n" + "\n".join(
+        f"\"{i.replace(chr(34), chr(34) * 2)}\",{60 + 5 * n}" for n, i in enumerate(ids)) + "\n")
+    out = tmp_path / "sample.csv"
+    code = main(["sample", str(pool), "--cutoff", "70", "--spread", "20", "--band", "4",
+                 "--high", "0", "--low", "0", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert "line 2" in err and "candidate_id" in err and len(err.strip().splitlines()) == 1
+
+
+def test_terminal_output_escapes_control_characters(tmp_path, capsys):
+    """ANSI escapes and newlines in stored ids and criterion names (an import refuses them, a
+    database from elsewhere may hold them) never reach the terminal raw."""
+    from core.store import Store
+
+    db = tmp_path / "a.duckdb"
+    evil_id, evil_crit = "x\x1b[31mRED", "skill\n## forged"
+    s = Store(db)
+    s.save_audit("audit\x1b[2J", {"req_id": "r"}, "h", {"cutoff": 5})
+    rows = [(c, r, crit, float(base + r if crit != "fit" else 2), f"{c}-{r}")
+            for c, base in ((evil_id, 1), ("b", 6)) for r in (1, 2, 3)
+            for crit in (evil_crit, "fit")]
+    s.write_results("audit\x1b[2J", None, pd.DataFrame(
+        rows, columns=["candidate_id", "run", "criterion", "score", "request_id"]))
+    s.close()
+    assert main(["audits", "--db", str(db)]) == 0
+    listed = capsys.readouterr().out
+    assert "\x1b" not in listed and "audit\\x1b[2J" in listed
+    assert main(["report", "--db", str(db), "--audit", "audit\x1b[2J"]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text and "x\\x1b[31mRED" in text
+    assert "\n## forged" not in text and "skill\\n## forged" in text
+    assert main(["report", "--db", str(db), "--audit", "audit\x1b[2J", "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert not any(line.startswith("## forged") or line.startswith("\\#\\# forged")
+                   for line in md.splitlines())
+    assert "\x1b" not in md
+
+
+def test_report_top_beyond_the_pool_is_one_line(capsys):
+    code = main(["report", str(FIXTURES / "draws_long.csv"), "--pool",
+                 str(FIXTURES / "pool.csv"), "--top", "999"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "top k must be between 1 and the pool size 10; got 999" in err

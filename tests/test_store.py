@@ -80,7 +80,7 @@ def test_corrupt_file_one_line_message(db_path):
     msg = str(exc.value)
     assert str(db_path) in msg
     assert "\n" not in msg.strip()
-    assert "not a readable DuckDB file" in msg or "cannot be opened" in msg
+    assert "corrupt or not a DuckDB file" in msg and "in use" not in msg
 
 
 def test_file_held_by_another_process_says_in_use(db_path):
@@ -95,9 +95,10 @@ def test_file_held_by_another_process_says_in_use(db_path):
     try:
         assert holder.stdout.readline().strip() == "ready"
         with pytest.raises(StoreError) as exc:
-            Store(db_path)
+            Store(db_path, wait_s=0.5)
         msg = str(exc.value)
         assert "in use" in msg and str(db_path) in msg and "\n" not in msg
+        assert "waited" in msg
     finally:
         holder.kill()
         holder.wait()

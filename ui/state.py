@@ -7,8 +7,10 @@ persistent value before it is drawn and copied back by an ``on_change`` callback
 
 Cached resources:
 
-* :func:`get_store` — one process-wide :class:`~core.store.Store` per database file (each thread
-  gets its own cursor from the store); the demo audit is created on first start.
+* :func:`get_store` — one process-wide :class:`~core.store.Store` per database file; it holds
+  the file only while a call works on it, so terminal commands can use the same file while the
+  app is open. The demo audit is created on first start. Pages read ``data_version`` on every
+  run (one short read), so data written by a terminal shows without a restart.
 * :func:`get_result` — one :class:`~core.audit.AuditResult` per (file, audit id, data version):
   the sliders are answered by its :attr:`~core.audit.AuditResult.live` object, never by the
   database. ``st.cache_resource`` (not ``cache_data``) so a large audit is never copied.
@@ -135,11 +137,8 @@ def get_result(store: Store, audit_id: str) -> AuditResult:
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _flip_curve(path: str, audit_id: str, version: str) -> pd.DataFrame:
-    live = _analysis(path, audit_id, version).live
-    lo, hi = live.score_range
-    step = 1.0 if hi - lo > 20 else 0.5
-    grid = np.arange(np.floor(lo), np.ceil(hi) + step, step)
-    return live.flip_curve(grid)
+    # at most CURVE_POINTS cutoffs, never one per score unit (scores of 1e8 exist)
+    return _analysis(path, audit_id, version).live.flip_curve()
 
 
 def flip_curve(store: Store, audit_id: str) -> pd.DataFrame:
