@@ -803,8 +803,7 @@ class Store:
         """The slider values last set on the pages for ``audit_id`` (cutoff, k, half-width,
         capacity…), so a reload or a shared link shows the same view. Not settings: reports
         and the analysis never read them (and they do not change :meth:`data_version`)."""
-        rows = self._cur().execute("SELECT value FROM meta WHERE key = ?",
-                                   [f"view:{audit_id}"]).fetchall()
+        rows = self._rows("SELECT value FROM meta WHERE key = ?", [f"view:{audit_id}"])
         try:
             out = json.loads(rows[0][0]) if rows else {}
         except ValueError:

@@ -56,14 +56,14 @@ def test_huge_scores_keep_bands_and_sliders_in_the_score_range(deg, monkeypatch)
     db, ids = deg
     monkeypatch.setenv("AUDIT_DB", str(db))
     at = open_page(app_on(ids["huge"]), "band")
-    band = next(m for m in at.metric if m.label == "Manual-review band").value
+    band = next(m for m in at.metric if m.label.startswith("Manual-review band")).value
     low, high = (float(x.replace(",", "")) for x in band.split(" – "))
     assert 0 <= low <= high
     sliders = {s.label: s for s in at.slider}
     cut = next(s for lbl, s in sliders.items() if lbl.startswith("Cutoff"))
     assert cut.min >= 0 and cut.max <= 1.5e9 + 1
     at = open_page(at, "flip")
-    assert any(m.label == "Candidates with any flip" for m in at.metric)
+    assert any(m.label.startswith("Candidates with any flip") for m in at.metric)
 
 
 @pytest.mark.parametrize("name", AUDITS)
