@@ -16,7 +16,7 @@ import streamlit as st
 
 from core.errors import AuditError
 from core.estimate import audit_estimate
-from core.format import md_escape, num, seconds
+from core.format import md_escape, money, num, seconds
 from core.ingest import (
     FileFaults,
     commit_draws,
@@ -87,8 +87,11 @@ def _guard_panel(summary: pd.DataFrame | None = None) -> None:
                            "population and are excluded from the statistics."))
     st.caption(md_escape("Model ids seen: " + (", ".join(models) if models else "none reported")))
     view = summary.rename(columns={"http_status": "HTTP", "mean_latency_ms": "mean latency (ms)"})
-    view["mean latency (ms)"] = view["mean latency (ms)"].round(0)
+    view["mean latency (ms)"] = view["mean latency (ms)"].map(lambda v: num(v, 0))
     view["HTTP"] = view["HTTP"].map(lambda v: "" if not v else str(int(v)))
+    view["calls"] = view["calls"].map(num)
+    view["retries"] = view["retries"].map(num)
+    view["cost"] = view["cost"].map(money)
     st.dataframe(view, hide_index=True, width="stretch", key="call-summary")
 
 
