@@ -14,6 +14,7 @@ from typing import Any
 
 from core.drift import analyse_drift, drift_result_json, format_drift_text, read_panel
 from core.errors import AuditError
+from core.format import term_lines
 
 __all__ = ["add_drift_parser", "run_drift"]
 
@@ -72,10 +73,10 @@ def run_drift(args: argparse.Namespace) -> int:
             finally:
                 store.close()
     except AuditError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(term_lines(f"error: {exc}"), file=sys.stderr)
         return 2
     if args.format == "json":
         print(json.dumps(result, indent=2, allow_nan=False))
     else:
-        print(format_drift_text(result))
+        print(term_lines(format_drift_text(result)))
     return 0

@@ -19,7 +19,8 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["md_escape", "md_cell", "html_escape", "term_escape", "csv_safe", "csv_safe_frame",
+__all__ = ["md_escape", "md_cell", "html_escape", "term_escape", "term_lines", "csv_safe",
+           "csv_safe_frame",
            "pvalue", "num", "pct", "points_change", "pts", "money", "criteria_display",
            "flip_display", "seconds", "live_line", "LIVE_LINE_RE", "compare_line",
            "COMPARE_LINE_RE", "MISSING", "score_precision", "sd", "share",
@@ -60,6 +61,12 @@ def term_escape(text: Any) -> str:
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def term_lines(text: Any) -> str:
+    """A multi-line report for a terminal: each line through :func:`term_escape`, the report's
+    own line breaks kept."""
+    return "\n".join(term_escape(line) for line in str(text).split("\n"))
 
 
 def csv_safe(value: Any) -> Any:

@@ -26,7 +26,7 @@ from typing import Any, TextIO
 from core.config import AuditConfig, load_config, save_audit
 from core.errors import AuditError
 from core.estimate import audit_estimate
-from core.format import term_escape
+from core.format import term_escape, term_lines
 from core.invalid import describe as invalid_lines
 from core.invalid import invalid_answers
 from core.runner import (
@@ -147,14 +147,14 @@ def run_run(args: argparse.Namespace) -> int:
         screener = cfg.build_screener(allow_code=allow)
         store = Store(args.db)
     except AuditError as exc:
-        print(f"error: {scrub(exc)}", file=err)
+        print(term_lines(f"error: {scrub(exc)}"), file=err)
         return 2
     try:
         save_audit(store, cfg, sample)
-        print(f"audit {cfg.audit_id}: harness {cfg.sheet.hash[:12]} "
+        print(f"audit {term_escape(cfg.audit_id)}: harness {cfg.sheet.hash[:12]} "
               f"({cfg.sheet.harness_label()})", file=err)
         for w in cfg.sheet.warnings():
-            print(f"  warning: {w}", file=err)
+            print(term_lines(f"  warning: {w}"), file=err)
         blockers = cfg.sheet.blockers()
         if blockers:
             print("error: no call was made: " + "; ".join(blockers), file=err)
@@ -165,7 +165,7 @@ def run_run(args: argparse.Namespace) -> int:
             return 0
         return _drive(cfg, screener, store, show=not getattr(args, "no_progress", False))
     except AuditError as exc:
-        print(f"error: {scrub(exc)}", file=err)
+        print(term_lines(f"error: {scrub(exc)}"), file=err)
         return 2
     finally:
         store.close()

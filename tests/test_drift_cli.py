@@ -104,3 +104,18 @@ def test_db_and_screener_save_the_result_for_the_report(tmp_path, capsys):
 def test_db_without_screener_is_refused(tmp_path, capsys):
     assert run(["drift", str(FIX / "drift_small.csv"), "--db", str(tmp_path / "x.duckdb")]) == 2
     assert "--screener" in capsys.readouterr().err
+
+
+def test_text_output_shows_escape_sequences_in_rater_names_instead_of_obeying_them(
+        tmp_path, capsys):
+    """A rater named with an ANSI escape (a hostile or broken export) is printed as ``\\x1b…``:
+    the terminal never receives the raw escape that would recolour or rewrite its screen."""
+    src = (FIX / "drift_small.csv").read_text(encoding="utf-8")
+    panel = tmp_path / "panel.csv"
+    panel.write_text(src.replace(",B,", ",B\x1b[2J,"), encoding="utf-8")
+    code = run(["drift", str(panel), "--deployments", "2026-04-05", "--reps", "99",
+                "--format", "text"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "\x1b" not in out
+    assert "B\\x1b[2J" in out
