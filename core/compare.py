@@ -30,7 +30,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
-import plotly.io as pio
 from scipy import stats
 
 from core import charts
@@ -40,6 +39,7 @@ from core.criteria import pooled_within_sd
 from core.errors import InputError
 from core.format import html_escape, md_cell, md_escape, num, pct, points_change, term_escape
 from core.live import LiveAudit, LiveView
+from core.report import html_page
 
 __all__ = [
     "CHANGES",
@@ -951,40 +951,23 @@ def render_html(c: Comparison, d: dict[str, Any]) -> str:
     """A self-contained page: the verdict, the harness table with differing fields marked, the
     text report (escaped) and the charts with plotly.js inlined."""
     esc = html_escape
-    parts = []
-    if not d["withheld"]:
-        v = c.view(d["cutoff"], d["k"], d["capacity"])
-        for i, fig in enumerate(figures(c, v)):
-            parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0),
-                                     config={"displaylogo": False, "responsive": True}))
+    figs = [] if d["withheld"] else figures(c, c.view(d["cutoff"], d["k"], d["capacity"]))
     diff = ' class="diff"'
     rows = "".join(
         f"<tr{diff if r['differs'] else ''}><th>{esc(r['field'])}</th>"
         f"<td>{esc(r['a'])}</td><td>{esc(r['b'])}</td></tr>" for r in d["harness"])
     title = f"Audit comparison — {d['a']['audit_id']} → {d['b']['audit_id']}"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{esc(title)}</title>
-<style>
- body {{ font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto;
-        max-width: 1100px; color: #1d3557; padding: 0 1rem; }}
- pre {{ background: #f6f8fa; padding: 1rem; border-radius: 6px; white-space: pre-wrap;
-       font-size: 13px; line-height: 1.4; }}
- h1 {{ font-size: 1.5rem; }} .verdict {{ font-size: 1.15rem; font-weight: 600; }}
- table {{ border-collapse: collapse; font-size: 13px; }}
- th, td {{ text-align: left; padding: .25rem .6rem; border-bottom: 1px solid #e5e5e5; }}
- tr.diff {{ background: #fff3cd; }} .chart {{ margin: 1.5rem 0; }}
-</style></head><body>
-<h1>{esc(title)}</h1>
-<p class="verdict">{esc(d['verdict'])}</p>
-<h2>Harness (differing fields highlighted)</h2>
-<table><tr><th>field</th><th>A · {esc(d['a']['audit_id'])}</th>
-<th>B · {esc(d['b']['audit_id'])}</th></tr>{rows}</table>
-<pre>{esc(render_text(d))}</pre>
-{''.join(f'<div class="chart">{p}</div>' for p in parts)}
-</body></html>
-"""
+    body = (f"<h1>{esc(title)}</h1>\n"
+            f"<p class=\"verdict\">{esc(d['verdict'])}</p>\n"
+            "<h2>Harness (differing fields highlighted)</h2>\n"
+            f"<table><tr><th>field</th><th>A · {esc(d['a']['audit_id'])}</th>\n"
+            f"<th>B · {esc(d['b']['audit_id'])}</th></tr>{rows}</table>\n"
+            f"<pre>{esc(render_text(d))}</pre>\n")
+    return html_page(title, body, figs, css=(
+        " .verdict { font-size: 1.15rem; font-weight: 600; }\n"
+        " table { border-collapse: collapse; font-size: 13px; }\n"
+        " th, td { text-align: left; padding: .25rem .6rem; border-bottom: 1px solid #e5e5e5; }\n"
+        " tr.diff { background: #fff3cd; }"))
 
 
 def render(c: Comparison, fmt: str = "text", *, cutoff: float | None = None,

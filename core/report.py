@@ -595,29 +595,39 @@ def render_html(result: AuditResult, *, cutoff: float | None = None,
     with _quiet():
         if not d["guards"].get("statistics_withheld"):
             figs = _html_figures(result, cutoff, k)
-    parts = []
-    for i, fig in enumerate(figs):
-        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0),
-                                 config={"displaylogo": False, "responsive": True}))
     req = d["req"]
     title = f"Screening score variance audit — req {req['id']}"
+    heading = esc(title) + ((" — " + esc(req["title"])) if req.get("title") else "")
+    body = (f"<h1>{heading}</h1>\n"
+            f"<p class=\"meta\">Harness hash {esc(d['harness']['hash'])} · generated "
+            f"{esc(d['generated_at'])}\n· a measurement of score consistency; it makes no "
+            "validity or fairness claim.</p>\n"
+            f"<pre>{esc(_text_from_dict(d))}</pre>\n")
+    return html_page(title, body, figs, css=" .meta { color: #555; font-size: .9rem; }")
+
+
+def html_page(title: str, body: str, figures: list[Any], *, css: str = "") -> str:
+    """A self-contained HTML report: ``body`` (already escaped markup) then the Plotly
+    ``figures`` (plotly.js inlined once, so the page needs no network). Used by the audit
+    report and the comparison report."""
+    charts_html = "".join(
+        '<div class="chart">'
+        + pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0),
+                      config={"displaylogo": False, "responsive": True})
+        + "</div>" for i, fig in enumerate(figures))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{esc(title)}</title>
+<title>{html.escape(title)}</title>
 <style>
  body {{ font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2rem auto;
         max-width: 1100px; color: #1d3557; padding: 0 1rem; }}
  pre {{ background: #f6f8fa; padding: 1rem; border-radius: 6px; white-space: pre-wrap;
        font-size: 13px; line-height: 1.4; }}
- h1 {{ font-size: 1.5rem; }} .meta {{ color: #555; font-size: .9rem; }}
- .chart {{ margin: 1.5rem 0; }}
+ h1 {{ font-size: 1.5rem; }} .chart {{ margin: 1.5rem 0; }}
+{css}
 </style></head><body>
-<h1>{esc(title)}{(' — ' + esc(req['title'])) if req.get('title') else ''}</h1>
-<p class="meta">Harness hash {esc(d['harness']['hash'])} · generated {esc(d['generated_at'])}
-· a measurement of score consistency; it makes no validity or fairness claim.</p>
-<pre>{esc(_text_from_dict(d))}</pre>
-{''.join(f'<div class="chart">{p}</div>' for p in parts)}
+{body}{charts_html}
 </body></html>
 """
 
