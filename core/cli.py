@@ -17,10 +17,9 @@ import pandas as pd
 
 from core.errors import AuditError, InputError
 from core.format import csv_safe_frame, term_escape
+from core.store import DEFAULT_DB
 
 __all__ = ["main", "build_parser", "DEFAULT_DB"]
-
-DEFAULT_DB = "data/audits.duckdb"
 
 
 def _number(text: str) -> float:
