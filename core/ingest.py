@@ -40,6 +40,8 @@ from core.store.draw_checks import (
     CheckedDraws,
     check_draws,
     check_pool,
+    staged_candidate_ids,
+    staged_frame,
 )
 from core.store.files import open_table
 from core.tables import (
@@ -111,35 +113,20 @@ class DrawsImport:
         self._checked = checked
         self.staging = staging
 
-    def _frame(self, sql: str, text: tuple[str, ...]) -> pd.DataFrame:
-        cur = self.staging.cursor()
-        try:
-            frame = cur.execute(sql).df()
-        finally:
-            cur.close()
-        for c in text:
-            missing = frame[c].isna()
-            if missing.all():
-                frame[c] = None
-            elif missing.any():
-                frame[c] = frame[c].astype(object).where(~missing, None)
-        return frame
-
     @cached_property
     def draws(self) -> pd.DataFrame:
         """candidate_id, run, criterion, score, request_id, model, clipped."""
-        return self._frame("SELECT * FROM out_draws", ("request_id", "model"))
+        return staged_frame(self.staging, "draws")
 
     @cached_property
     def calls(self) -> pd.DataFrame:
         """One row per (candidate, run), the columns of the calls table."""
-        return self._frame("SELECT * EXCLUDE (first_line) FROM out_calls",
-                           ("request_id", "model", "raw_payload", "payload_sha256"))
+        return staged_frame(self.staging, "calls")
 
     @cached_property
     def candidates(self) -> pd.DataFrame:
         """candidate_id, stratum, first_pass_score, application."""
-        return self._frame("SELECT * FROM out_candidates", ("stratum", "application"))
+        return staged_frame(self.staging, "candidates")
 
     @cached_property
     def ranges(self) -> pd.DataFrame:
@@ -151,12 +138,7 @@ class DrawsImport:
 
     def candidate_ids(self) -> list[str]:
         """The file's candidates, sorted."""
-        cur = self.staging.cursor()
-        try:
-            return [r[0] for r in cur.execute("SELECT candidate_id FROM out_candidates "
-                                              "ORDER BY 1").fetchall()]
-        finally:
-            cur.close()
+        return staged_candidate_ids(self.staging)
 
     def summary(self) -> dict[str, Any]:
         c = self._checked.counts
@@ -394,9 +376,9 @@ def check_target(store: Store, audit_id: str, imp: DrawsImport) -> None:
     hit = store.stored_pair(audit_id, f"{imp.staging.alias}.main.out_calls")
     if hit:
         line, c, r, n = hit
-        raise InputError(f"candidate {shown_value(c)} run {r} is already stored in audit "
-                         f"'{audit_id}' ({n:,} pair(s) of the file overlap); {way}",
-                         file=imp.file_name, row=line, column="run")
+        raise InputError(f"line {line}: candidate {shown_value(c)} run {r} is already stored in "
+                         f"audit '{audit_id}' ({n:,} pair(s) of the file overlap); {way}",
+                         file=imp.file_name, column="run")
 
 
 def commit_draws(store: Store, audit_id: str, imp: DrawsImport, *,

@@ -5,9 +5,9 @@ normalized result staged there for the write.
 line, column and value; raised together as :class:`~core.tables.FileFaults`) and otherwise
 leaves three tables in the staging database, ready for :meth:`core.store.Store.write_staged`:
 
-* ``out_draws``: ``candidate_id, run, criterion, score, request_id, model, clipped``, sorted by
-  the draw's key (the order the audit file stores them in);
-* ``out_calls``: one call per ``(candidate, run)`` with every column of
+* ``out_draws``: ``candidate_id, run, criterion, score, request_id, model, clipped`` (a view;
+  the write sorts it by the draw's key, the order the audit file stores them in);
+* ``out_calls``: (a view) one call per ``(candidate, run)`` with every column of
   :data:`~core.store.schema.CALL_COLUMNS` and the file line of its first row (``first_line``);
 * ``out_candidates``: one row per candidate (stratum, first-pass score).
 
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from core.draws import TOTAL
 from core.errors import InputError
 from core.freeze import Criterion
+from core.store.connection import Staging
 from core.store.filetable import FileTable
 from core.store.schema import CALL_COLUMNS
 from core.tables import Fault, FileFaults, shown_value
@@ -33,7 +34,8 @@ from core.tables import Fault, FileFaults, shown_value
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CheckedDraws", "check_draws", "check_pool", "LONG_COLUMNS", "OPTIONAL_COLUMNS",
+__all__ = ["CheckedDraws", "check_draws", "check_pool", "staged_frame",
+           "staged_candidate_ids", "LONG_COLUMNS", "OPTIONAL_COLUMNS",
            "OUTLIER_FACTOR", "ABSURD", "MAX_RUN"]
 
 LONG_COLUMNS = ["candidate_id", "run", "criterion", "score"]
@@ -267,17 +269,18 @@ def check_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Checked
                     key=lambda r: (r["criterion"] == TOTAL, order.get(r["criterion"], 0)))
     for r in ranges:
         r["max_points"] = known[r["criterion"]].max_points if r["criterion"] in known else None
-    counts = dict(zip(
-        ["candidates", "runs_min", "runs_max", "evaluations", "has_payloads", "models"],
-        t.con.execute("SELECT count(*), min(n), max(n), sum(n), bool_or(p), "
-                      "list_sort(flatten(list(m))) FROM (SELECT count(*) AS n, "
-                      "bool_or(raw_payload IS NOT NULL) AS p, list(DISTINCT model) "
-                      "FILTER (model IS NOT NULL) AS m FROM out_calls GROUP BY candidate_id)"
-                      ).fetchall()[0]))
-    counts["models"] = sorted({str(m) for m in counts["models"] or []})
-    counts.update(zip(["has_strata", "has_first_pass"], t.con.execute(
-        "SELECT bool_or(stratum IS NOT NULL), bool_or(first_pass_score IS NOT NULL) "
-        "FROM out_candidates").fetchall()[0]))
+    counts = dict(zip(["candidates", "runs_min", "runs_max", "evaluations"], t._rows(
+        "SELECT count(*), min(n), max(n), sum(n) FROM (SELECT count(*) AS n FROM out_calls "
+        "GROUP BY candidate_id)")[0]))
+    counts["has_payloads"] = extras["raw_payload"] and bool(
+        t.count("SELECT 1 FROM out_calls WHERE raw_payload IS NOT NULL LIMIT 1"))
+    counts["models"] = sorted(str(r[0]) for r in t._rows(
+        "SELECT DISTINCT model FROM out_calls WHERE model IS NOT NULL")
+        ) if extras["model"] else []
+    counts["has_strata"] = extras["stratum"] and bool(
+        t.count("SELECT 1 FROM out_candidates WHERE stratum IS NOT NULL LIMIT 1"))
+    counts["has_first_pass"] = extras["first_pass_score"] and bool(
+        t.count("SELECT 1 FROM out_candidates WHERE first_pass_score IS NOT NULL LIMIT 1"))
     counts["has_total"] = TOTAL in names_in_file
     return CheckedDraws(layout, criteria_out, clipped, warnings, ranges,
                         {k: (bool(v) if k.startswith("has_") else v) for k, v in counts.items()})
@@ -294,8 +297,8 @@ def _stage_outputs(t: FileTable, extras: dict[str, bool], clip: bool,
                                "sha256(c.raw_payload) END",
              "status": "'ok'", "source": "'import'", "attempts": "1"}
     cols = [f"{given.get(col, 'NULL')} AS {col}" for col in CALL_COLUMNS[1:]]
-    t.create("out_calls", f"SELECT {', '.join(cols)}, c.first_line FROM calls c "
-                          "ORDER BY c.candidate_id, c.run")
+    # views: computed once, while the import is copied into the audit (or read as frames)
+    t.create("out_calls", f"SELECT {', '.join(cols)}, c.first_line FROM calls c", view=True)
     if extras["request_id"] and t.count("SELECT request_id FROM out_calls GROUP BY 1 "
                                         "HAVING count(*) > 1"):
         raise InputError("a request id of the file equals one made up for a row without one "
@@ -310,13 +313,14 @@ def _stage_outputs(t: FileTable, extras: dict[str, bool], clip: bool,
     if extras["request_id"] or extras["model"]:
         t.create("out_draws", f"SELECT l.candidate_id, l.run, l.criterion, {score} AS score, "
                               f"c.request_id, c.model, {flag} AS clipped FROM lng l "
-                              f"JOIN out_calls c USING (candidate_id, run){join} "
-                              "ORDER BY l.candidate_id, l.run, l.criterion")
+                              f"JOIN out_calls c USING (candidate_id, run){join}", view=True)
     else:
+        # the made-up id 'import:<candidate>:<run>' is stored with the call only; a draw
+        # without an id reads it from there (Store.load_draws): 1M ids cost ~0.5 s to store
         t.create("out_draws", f"SELECT l.candidate_id, l.run, l.criterion, {score} AS score, "
-                              "'import:' || l.candidate_id || ':' || l.run AS request_id, "
+                              "CAST(NULL AS VARCHAR) AS request_id, "
                               f"CAST(NULL AS VARCHAR) AS model, {flag} AS clipped FROM lng l"
-                              f"{join} ORDER BY l.candidate_id, l.run, l.criterion")
+                              f"{join}", view=True)
     per_cand = "lng" if extras["stratum"] or extras["first_pass_score"] else "calls"
     t.create("out_candidates",
              "SELECT candidate_id, any_value(stratum) AS stratum, "
@@ -344,6 +348,44 @@ def _require(t: FileTable, required: list[str], what: str) -> None:
         raise InputError(
             f"missing column(s) {', '.join(repr(m) for m in missing)} for {what}; "
             f"found {', '.join(repr(c) for c in t.columns)}", file=t.name)
+
+
+_STAGED = {
+    "draws": ("SELECT * REPLACE (coalesce(request_id, 'import:' || candidate_id || ':' || run) "
+              "AS request_id) FROM out_draws ORDER BY candidate_id, run, criterion",
+              ("request_id", "model")),
+    "calls": ("SELECT * EXCLUDE (first_line) FROM out_calls ORDER BY candidate_id, run",
+              ("request_id", "model", "raw_payload", "payload_sha256")),
+    "candidates": ("SELECT * FROM out_candidates", ("stratum", "application")),
+}
+
+
+def staged_frame(staging: Staging, which: str) -> pd.DataFrame:
+    """A staged import's ``draws``, ``calls`` or ``candidates`` as a DataFrame (text columns
+    None where empty)."""
+    sql, text = _STAGED[which]
+    cur = staging.cursor()
+    try:
+        frame = cur.execute(sql).df()
+    finally:
+        cur.close()
+    for c in text:
+        missing = frame[c].isna()
+        if missing.all():
+            frame[c] = None
+        elif missing.any():
+            frame[c] = frame[c].astype(object).where(~missing, None)
+    return frame
+
+
+def staged_candidate_ids(staging: Staging) -> list[str]:
+    """A staged import's candidates, sorted."""
+    cur = staging.cursor()
+    try:
+        return [r[0] for r in cur.execute("SELECT candidate_id FROM out_candidates "
+                                          "ORDER BY 1").fetchall()]
+    finally:
+        cur.close()
 
 
 def check_pool(t: FileTable) -> pd.DataFrame:

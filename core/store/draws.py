@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+#: A draw's request id; imported draws without one share their call's made-up id.
+_REQUEST_ID = "coalesce(request_id, 'import:' || candidate_id || ':' || run)"
+
+
 class DrawRecords(StoreBase):
     """The calls made (or imported) and the draws they yielded."""
 
@@ -33,9 +37,7 @@ class DrawRecords(StoreBase):
                            .reindex(columns=CALL_COLUMNS))
                 try:
                     self._refuse_request_id_clashes(c, audit_id, "_incoming_calls")
-                    cols = ", ".join(CALL_COLUMNS)
-                    c.execute(f"INSERT INTO calls ({cols}) SELECT {cols} FROM _incoming_calls "
-                              "ON CONFLICT DO NOTHING")
+                    self._insert_new_calls(c, audit_id, "_incoming_calls")
                 finally:
                     c.unregister("_incoming_calls")
             if draws is not None and len(draws):
@@ -49,6 +51,23 @@ class DrawRecords(StoreBase):
         else:
             with self.transaction() as c:
                 _do(c)
+
+    @staticmethod
+    def _insert_new_calls(cur: duckdb.DuckDBPyConnection, audit_id: str, source: str, *,
+                          unique: bool = False) -> None:
+        """Insert the calls of ``source`` whose request id is not stored yet in the audit (an
+        anti-join: no primary key, see :mod:`core.store.schema`); the first of two equal ids
+        in ``source`` is kept (``unique``: ``source`` has none, as a validated import)."""
+        cols = ", ".join(CALL_COLUMNS[1:])
+        stored = cur.execute("SELECT count(*) FROM (SELECT 1 FROM calls WHERE audit_id = ? "
+                             "LIMIT 1)", [audit_id]).fetchall()[0][0]
+        rows = (f"(SELECT *, request_id AS _id, 1 AS _n FROM {source})" if unique else
+                f"(SELECT *, CAST(request_id AS VARCHAR) AS _id, row_number() OVER "
+                f"(PARTITION BY _id) AS _n FROM {source})")
+        new = ("" if not stored else " AND NOT EXISTS (SELECT 1 FROM calls s WHERE "
+               "s.audit_id = $1 AND s.request_id = i._id)")
+        cur.execute(f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) SELECT $1, {cols} "
+                    f"FROM {rows} i WHERE i._n = 1{new}", [audit_id])
 
     @staticmethod
     def _insert_new_draws(cur: duckdb.DuckDBPyConnection, audit_id: str, source: str) -> None:
@@ -103,17 +122,16 @@ class DrawRecords(StoreBase):
         hit = self.stored_pair(audit_id, f"{stage}.main.out_calls", cur)
         if hit:
             line, cand, run, n = hit
-            raise InputError(f"candidate '{term_escape(cand)}' run {run} is already stored in "
-                             f"audit '{term_escape(audit_id)}' ({n:,} pair(s) of the file "
-                             "overlap); nothing was written: import into a new audit instead",
-                             file=file_name, row=line, column="run")
+            raise InputError(f"line {line}: candidate '{term_escape(cand)}' run {run} is "
+                             f"already stored in audit '{term_escape(audit_id)}' ({n:,} pair(s) "
+                             "of the file overlap); nothing was written: import into a new "
+                             "audit instead", file=file_name, column="run")
         self._refuse_request_id_clashes(cur, audit_id, f"{stage}.main.out_calls")
-        cols = ", ".join(CALL_COLUMNS[1:])
-        cur.execute(f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) SELECT $1, {cols} "
-                    f"FROM {stage}.main.out_calls ON CONFLICT DO NOTHING", [audit_id])
+        # a call of an already stored pair without draws (a failed call) keeps its row
+        self._insert_new_calls(cur, audit_id, f"{stage}.main.out_calls", unique=True)
         cols = ", ".join(DRAW_COLUMNS[1:])
         cur.execute(f"INSERT INTO draws ({', '.join(DRAW_COLUMNS)}) SELECT $1, {cols} "
-                    f"FROM {stage}.main.out_draws",
+                    f"FROM {stage}.main.out_draws ORDER BY candidate_id, run, criterion",
                     [audit_id])
         cur.execute(f"""
             INSERT INTO candidates SELECT $1, candidate_id, stratum, first_pass_score,
@@ -156,10 +174,12 @@ class DrawRecords(StoreBase):
                 "written: fix the ids or import into a new audit", column="request_id")
 
     def load_draws(self, audit_id: str) -> pd.DataFrame:
-        """All draws of an audit, long: ``candidate_id, run, criterion, score, model``."""
-        return self._df("SELECT candidate_id, run, criterion, score, model, request_id, clipped "
-                        "FROM draws WHERE audit_id = ? ORDER BY candidate_id, run, criterion",
-                        [audit_id])
+        """All draws of an audit, long: ``candidate_id, run, criterion, score, model,
+        request_id, clipped``. An imported draw without a request id has its call's made-up
+        one, ``import:<candidate>:<run>`` (stored with the call only)."""
+        return self._df(f"SELECT candidate_id, run, criterion, score, model, {_REQUEST_ID} "
+                        "AS request_id, clipped FROM draws WHERE audit_id = ? "
+                        "ORDER BY candidate_id, run, criterion", [audit_id])
 
     def load_calls(self, audit_id: str, *, with_payload: bool = False) -> pd.DataFrame:
         cols = [c for c in CALL_COLUMNS if c != "audit_id"

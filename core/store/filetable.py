@@ -162,14 +162,15 @@ class FileTable:
         p = _q("_p" + d.out)
         if d.kind == "number":
             whole, minimum, maximum = self._rules[d.out]
-            alt = (f"WHEN strpos({v}, ',') > 0 AND regexp_full_match({v}, "
+            # (DuckDB's cast skips surrounding blanks itself: no trim on the common path)
+            alt = (f"WHEN strpos({c}, ',') > 0 AND regexp_full_match({v}, "
                    f"'{_DECIMAL_COMMA_RE}') THEN TRY_CAST(replace({v}, ',', '.') AS DOUBLE) "
                    if self.decimal_comma else
-                   f"WHEN strpos({v}, ',') > 0 AND regexp_full_match({v}, '{_THOUSANDS_RE}') "
+                   f"WHEN strpos({c}, ',') > 0 AND regexp_full_match({v}, '{_THOUSANDS_RE}') "
                    f"THEN TRY_CAST(replace({v}, ',', '') AS DOUBLE) ")
             bad_kind = "" if text_only else f"WHEN {k} IN {_BAD_KINDS} THEN NULL "
-            inner = (f"CASE {bad_kind}WHEN strpos({v}, '_') > 0 "
-                     f"THEN NULL {alt}ELSE TRY_CAST({v} AS DOUBLE) END")
+            inner = (f"CASE {bad_kind}WHEN strpos({c}, '_') > 0 "
+                     f"THEN NULL {alt}ELSE TRY_CAST({c} AS DOUBLE) END")
             ok = [f"isfinite({p})"]
             if whole:
                 ok.append(f"{p} = round({p})")
@@ -180,7 +181,7 @@ class FileTable:
             return inner, f"CASE WHEN {' AND '.join(ok)} THEN {p} END"
         if d.kind == "id":
             if text_only:
-                inner = f"CASE WHEN {v} <> '' THEN {v} END"
+                inner = f"nullif({v}, '')"
             else:
                 as_num = f"TRY_CAST({c} AS DOUBLE)"
                 inner = (f"CASE WHEN {k} = 'DOUBLE' AND {as_num} = round({as_num}) AND "
