@@ -163,7 +163,7 @@ def test_a_draw_already_stored_is_refused_with_its_line_and_nothing_is_written(t
 def test_a_staged_import_checks_stored_pairs_again_when_it_writes(tmp_path):
     """Between the validation and the write, another writer may store the same pair: the
     write's own anti-join refuses it (naming the line) inside the transaction."""
-    from core.ingest import commit_draws, validate_draws
+    from core.ingest import validate_draws
 
     db = tmp_path / "a.duckdb"
     f = tmp_path / "f.csv"
