@@ -1,4 +1,4 @@
-"""Reading files from outside (core/tables.py): bounds checked before reading whole, and files
+"""Reading files from outside (core/tables.py, core/store/files.py): bounds checked before reading whole, and files
 that are not what they claim refused with one clear line — on real files written to tmp."""
 
 from __future__ import annotations
