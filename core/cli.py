@@ -17,10 +17,9 @@ import pandas as pd
 
 from core.errors import AuditError, InputError
 from core.format import csv_safe_frame, term_escape
+from core.store import DEFAULT_DB
 
 __all__ = ["main", "build_parser", "DEFAULT_DB"]
-
-DEFAULT_DB = "data/audits.duckdb"
 
 
 def _number(text: str) -> float:
@@ -93,7 +92,9 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="write the report to this file instead of stdout")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; given one of this module's own ``command``, the run and
+    drift parsers (which import the runner, scipy…) are left out, so ``import`` starts fast."""
     parser = argparse.ArgumentParser(
         prog="python -m core",
         description="Screening score variance audit: how much of an AI screener's score is the "
@@ -161,8 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_compare_parser(sub)
 
-    for mod, adder in (("core.run_cli", "add_run_parser"), ("core.drift_cli",
-                                                             "add_drift_parser")):
+    for mod, adder in (() if command in _COMMANDS else (
+            ("core.run_cli", "add_run_parser"), ("core.drift_cli", "add_drift_parser"))):
         try:
             module = __import__(mod, fromlist=[adder])
             getattr(module, adder)(sub)
@@ -424,7 +425,8 @@ _COMMANDS = {"import": _cmd_import, "report": _cmd_report, "sample": _cmd_sample
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    parser = build_parser(words[0] if words else None)
     args = parser.parse_args(argv)
     try:
         handler = _COMMANDS.get(args.command) or getattr(args, "func", None)

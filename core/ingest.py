@@ -3,47 +3,60 @@
 Two phases, so a user sees a validation summary before anything is stored:
 
 1. :func:`validate_draws` / :func:`validate_pool` read a file (CSV, Parquet, JSON Lines; long or
-   wide, auto-detected) through :func:`core.tables.open_table` (bounds checked before reading;
-   DuckDB's own readers; checks in SQL), check every rule of SPEC §2 and return a normalized,
-   ready-to-write object — or raise :class:`~core.tables.FileFaults` listing **every** fault (up
-   to :data:`~core.tables.FAULT_CAP`, with a count of the rest), each with the line a
-   spreadsheet shows (the header is line 1), the column and the value.
-2. :func:`commit_draws` / :func:`commit_pool` write it in one transaction. Re-importing the same
-   file is a no-op; a rejected import writes nothing. Draws go only into a new audit, or into
-   an audit whose sample holds their candidates, whose frozen model they report and whose
-   rubric holds their criteria (audits stay what they were frozen as).
+   wide, auto-detected) through :func:`core.store.files.open_table` (bounds checked before
+   reading; DuckDB's own readers into a staging database), run every check of SPEC §2 in SQL
+   (:mod:`core.store.draw_checks`) and return a validated import whose rows wait in the
+   staging database — or raise :class:`~core.tables.FileFaults` listing **every** fault (up to
+   :data:`~core.tables.FAULT_CAP`, with a count of the rest), each with the line a spreadsheet
+   shows (the header is line 1), the column and the value.
+2. :func:`commit_draws` / :func:`commit_pool` write it in one transaction (the draws are copied
+   inside DuckDB, sorted by their key). Re-importing the same file is a no-op; a rejected
+   import writes nothing. Draws go only into a new audit, or into an audit whose sample holds
+   their candidates, whose frozen model they report, whose rubric holds their criteria and
+   which has none of their ``(candidate, run)`` pairs yet (audits stay what they were frozen
+   as; a resumed run never stores a draw twice).
 
-Plausibility (issue 8): with a criterion's max points, a score outside ``0..max`` is a fault (or
-clipped and counted with ``clip``). Without them, a score beyond :data:`ABSURD` or more than
-:data:`OUTLIER_FACTOR` × the 99th percentile of ``|score|`` of its criterion is a fault naming
-the way out (``--criteria`` with maxima, then ``--clip``).
+No pandas on the way from file to database: the frames of :class:`DrawsImport` (``draws``,
+``calls``, ``candidates``, ``ranges``) are built only when something reads them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import pandas as pd
-
-from core.draws import TOTAL
 from core.errors import InputError
 from core.freeze import Criterion, FreezeSheet, parse_criteria_spec
 from core.store import Store
+from core.store.connection import Staging
+from core.store.draw_checks import (
+    ABSURD,
+    LONG_COLUMNS,
+    OPTIONAL_COLUMNS,
+    OUTLIER_FACTOR,
+    CheckedDraws,
+    check_draws,
+    check_pool,
+    staged_candidate_ids,
+    staged_frame,
+)
+from core.store.files import open_table
 from core.tables import (
     FAULT_CAP,
     Fault,
     FileFaults,
-    FileTable,
     Limits,
     numeric_column,
-    open_table,
     read_table,
     require_columns,
     shown_value,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "DrawsImport",
@@ -73,59 +86,73 @@ __all__ = [
     "MAX_WEIGHT",
 ]
 
-LONG_COLUMNS = ["candidate_id", "run", "criterion", "score"]
-OPTIONAL_COLUMNS = ["request_id", "model", "raw_payload", "stratum", "first_pass_score"]
-_STRATA = ("band", "high", "low", "between")
-
-#: Without maxima, a score more than this many times its criterion's 99th percentile of
-#: ``|score|`` (at least 1 point) is refused as implausible.
-OUTLIER_FACTOR = 100.0
-#: Without maxima, a score beyond this in absolute value is refused.
-ABSURD = 1e6
 #: Max points and weights accepted for a criterion.
 MAX_POINTS_CAP = 1e6
 MAX_WEIGHT = 1000.0
-#: Run numbers accepted (runs are numbered 1, 2, 3…).
-MAX_RUN = 1_000_000
 
 Source = str | Path | bytes | IO[bytes]
 
-_WAY_OUT = ("give the criteria maxima (--criteria name:max,… or the maxima field of the upload "
-            "form) so the range is checked, and --clip to clip what is outside")
 
-
-@dataclass(frozen=True)
 class DrawsImport:
-    """A validated draws file, normalized to long form, not yet written."""
+    """A validated draws file, normalized to long form, not yet written.
 
-    file_name: str
-    sha256: str
-    layout: str  # "long" or "wide"
-    draws: pd.DataFrame  # candidate_id, run, criterion, score, request_id, model, clipped
-    calls: pd.DataFrame  # one row per (candidate, run)
-    candidates: pd.DataFrame  # candidate_id, stratum, first_pass_score, application
-    criteria: list[Criterion]
-    rows: int
-    clipped: int
-    warnings: list[str] = field(default_factory=list)
-    #: per criterion (and the total): n, min, median, max, p99_abs, max_points
-    ranges: pd.DataFrame = field(default_factory=pd.DataFrame)
+    Its rows wait in a staging database (:mod:`core.store.draw_checks`), freed when the import
+    is garbage collected; ``draws``, ``calls``, ``candidates`` and ``ranges`` are DataFrames
+    built on first use (a page or a test reads them; the command line does not).
+    """
+
+    def __init__(self, file_name: str, sha256: str, rows: int, checked: CheckedDraws,
+                 staging: Staging) -> None:
+        self.file_name = file_name
+        self.sha256 = sha256
+        self.rows = rows
+        self.layout = checked.layout
+        self.criteria: list[Criterion] = checked.criteria
+        self.clipped = checked.clipped
+        self.warnings: list[str] = checked.warnings
+        self._checked = checked
+        self.staging = staging
+
+    @cached_property
+    def draws(self) -> pd.DataFrame:
+        """candidate_id, run, criterion, score, request_id, model, clipped."""
+        return staged_frame(self.staging, "draws")
+
+    @cached_property
+    def calls(self) -> pd.DataFrame:
+        """One row per (candidate, run), the columns of the calls table."""
+        return staged_frame(self.staging, "calls")
+
+    @cached_property
+    def candidates(self) -> pd.DataFrame:
+        """candidate_id, stratum, first_pass_score, application."""
+        return staged_frame(self.staging, "candidates")
+
+    @cached_property
+    def ranges(self) -> pd.DataFrame:
+        """Per criterion (and the total): n, min, median, max, p99_abs, max_points."""
+        import pandas as pd
+
+        return pd.DataFrame(self._checked.ranges, columns=[
+            "criterion", "n", "min", "median", "max", "p99_abs", "max_points"])
+
+    def candidate_ids(self) -> list[str]:
+        """The file's candidates, sorted."""
+        return staged_candidate_ids(self.staging)
 
     def summary(self) -> dict[str, Any]:
-        runs = self.calls.groupby("candidate_id")["run"].nunique()
+        c = self._checked.counts
         return {
             "file": self.file_name, "layout": self.layout, "rows": self.rows,
-            "candidates": int(runs.size),
-            "runs_min": int(runs.min()), "runs_max": int(runs.max()),
-            "evaluations": int(len(self.calls)),
-            "criteria": [c.name for c in self.criteria],
-            "has_total": bool((self.draws["criterion"] == TOTAL).any()),
-            "has_payloads": bool(self.calls["raw_payload"].notna().any()),
-            "has_strata": bool(self.candidates["stratum"].notna().any()),
-            "has_first_pass": bool(self.candidates["first_pass_score"].notna().any()),
-            "models": sorted(str(m) for m in self.calls["model"].dropna().unique()),
-            "clipped": self.clipped, "warnings": list(self.warnings),
-            "ranges": self.ranges.to_dict("records"),
+            "candidates": int(c["candidates"]),
+            "runs_min": int(c["runs_min"]), "runs_max": int(c["runs_max"]),
+            "evaluations": int(c["evaluations"]),
+            "criteria": [x.name for x in self.criteria],
+            "has_total": c["has_total"], "has_payloads": c["has_payloads"],
+            "has_strata": c["has_strata"], "has_first_pass": c["has_first_pass"],
+            "models": list(c["models"]), "clipped": self.clipped,
+            "warnings": list(self.warnings),
+            "ranges": [dict(r) for r in self._checked.ranges],
         }
 
 
@@ -189,6 +216,8 @@ def read_criteria(spec: str | Path | list[Criterion] | None) -> list[Criterion]:
 
 
 def criteria_frame(criteria: list[Criterion]) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame({"criterion": [c.name for c in criteria],
                          "position": list(range(len(criteria))),
                          "max_points": [c.max_points for c in criteria],
@@ -201,10 +230,9 @@ def target_criteria(store: Store, audit_id: str) -> list[Criterion]:
     if not store.audit_exists(audit_id):
         return []
     out = []
-    for r in store.get_criteria(audit_id).itertuples():
-        out.append(Criterion(str(r.criterion),
-                             None if pd.isna(r.max_points) else float(r.max_points),
-                             1.0 if pd.isna(r.weight) else float(r.weight)))
+    for name, max_points, weight in store.criteria_rows(audit_id):
+        out.append(Criterion(str(name), None if max_points is None else float(max_points),
+                             1.0 if weight is None else float(weight)))
     if not out:
         sheet = store.get_audit(audit_id)["freeze"].get("criteria") or []
         for c in sheet:
@@ -213,25 +241,6 @@ def target_criteria(store: Store, audit_id: str) -> list[Criterion]:
                                      float(c.get("weight", 1.0) or 1.0)))
     return out
 
-
-# ----------------------------------------------------------------------------- draws
-def _header_faults(t: FileTable, names: list[str]) -> list[Fault]:
-    """Criterion column names (wide) that could not be a criterion name."""
-    out = []
-    for n in names:
-        if n == "" or n.startswith(("=", "@")) or (n[:1] in "+-" and not _is_number(n)) \
-                or any(ord(ch) < 32 or ord(ch) == 127 for ch in n):
-            out.append(t.fault(1 if t.format == "csv" else None, n or "(empty)", n,
-                               f"the column name {shown_value(n)} cannot be a criterion name "
-                               "(empty, formula-like or with control characters)"))
-    return out
-
-
-def _is_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
 
 
 def validate_draws(source: Source, *, name: str | None = None,
@@ -262,266 +271,20 @@ def validate_draws(source: Source, *, name: str | None = None,
         candidate with two strata or first-pass scores; a score outside ``0..max``; without
         maxima, an implausible score.
     """
+
+
     crit_list = read_criteria(criteria)
     limits = limits or Limits.from_env()
     with open_table(source, name=name, limits=limits) as t:
-        return _validate_draws(t, crit_list, clip)
-
-
-def _validate_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> DrawsImport:
-    display = t.name
-    cols = set(t.columns)
-    faults: list[Fault] = []
-    total = 0
-
-    def add(res: tuple[list[Fault], int]) -> None:
-        nonlocal total
-        faults.extend(res[0])
-        total += res[1]
-
-    if cols & {"criterion", "score"}:
-        layout = "long"
-        _require(t, LONG_COLUMNS, "long draws (candidate_id, run, criterion, score)")
-        score_cols: list[str] = []
-    else:
-        layout = "wide"
-        _require(t, ["candidate_id", "run"], "draws (long: candidate_id, run, criterion, "
-                 "score; or wide: candidate_id, run, [total], <criterion columns>)")
-        score_cols = [c for c in t.columns if c not in {"candidate_id", "run",
-                                                          *OPTIONAL_COLUMNS}]
-        if not score_cols:
-            raise InputError("has no score columns: add a 'total' or one column per criterion",
-                             file=display)
-        hf = _header_faults(t, score_cols)
-        faults.extend(hf)
-        total += len(hf)
-    # typed columns, built in one pass (a refused value is NULL and listed)
-    t.identifier("candidate_id", "_cid", what="candidate id")
-    t.number("run", "_run", whole=True, minimum=1, maximum=MAX_RUN)
-    if layout == "long":
-        t.identifier("criterion", "_crit", what="criterion name", fold=(TOTAL,))
-        t.number("score", "_score")
-    else:
-        for i, c in enumerate(score_cols):
-            t.number(c, f"_s{i}")
-    extras = {c: t.has(c) for c in OPTIONAL_COLUMNS}
-    if extras["request_id"]:
-        t.identifier("request_id", "_rid", what="request id", allow_missing=True)
-    if extras["model"]:
-        t.text("model", "_model")
-    if extras["raw_payload"]:
-        t.text("raw_payload", "_payload")
-    if extras["stratum"]:
-        t.text("stratum", "_stratum", allowed=_STRATA, lower=True)
-    if extras["first_pass_score"]:
-        t.number("first_pass_score", "_fps", allow_missing=True)
-    add(t.materialize())
-
-    carry = ", ".join([
-        "_rid AS request_id" if extras["request_id"] else "CAST(NULL AS VARCHAR) AS request_id",
-        "_model AS model" if extras["model"] else "CAST(NULL AS VARCHAR) AS model",
-        "_payload AS raw_payload" if extras["raw_payload"]
-        else "CAST(NULL AS VARCHAR) AS raw_payload",
-        "_stratum AS stratum" if extras["stratum"] else "CAST(NULL AS VARCHAR) AS stratum",
-        "_fps AS first_pass_score" if extras["first_pass_score"]
-        else "CAST(NULL AS DOUBLE) AS first_pass_score"])
-    run = "CAST(_run AS INTEGER) AS run"
-    if layout == "long":
-        t.create("lng", f"SELECT _line, _cid AS candidate_id, {run}, "
-                        f"_crit AS criterion, _score AS score, 'score' AS _col, "
-                        f"'criterion' AS _keycol, {carry} FROM typed", view=True)
-    else:
-        # one UNPIVOT (not a UNION per column: a wide file may have hundreds of columns)
-        t.create_mapping("_wide", ["sc", "criterion", "col"],
-                         [[f"_s{i}", TOTAL if c.lower() == TOTAL else c, c]
-                          for i, c in enumerate(score_cols)])
-        on = ", ".join(f"_s{i}" for i in range(len(score_cols)))
-        t.create("lng", f"SELECT u._line, u._cid AS candidate_id, {run}, w.criterion, u.score, "
-                        f"w.col AS _col, 'run' AS _keycol, {carry} FROM typed UNPIVOT "
-                        f"INCLUDE NULLS (score FOR _sc IN ({on})) AS u JOIN _wide w "
-                        "ON u._sc = w.sc")
-
-    # one row per (candidate, run): duplicates, runs per candidate and request ids from it
-    t.create("calls", "SELECT candidate_id, run, count(criterion) AS n, "
-                      "sum(hash(criterion)) AS hs, min(_line) AS first_line, "
-                      "any_value(request_id) AS request_id, any_value(model) AS model, "
-                      "any_value(raw_payload) AS raw_payload FROM lng "
-                      "WHERE candidate_id IS NOT NULL GROUP BY candidate_id, run")
-    # no duplicate when every call holds each of the file's criteria once (same count, same
-    # sum of hashes as the set of criteria); otherwise the exact (slower) check decides
-    if t.count("SELECT 1 FROM calls, (SELECT count(*) AS c, sum(hash(criterion)) AS h FROM "
-               "(SELECT DISTINCT criterion FROM lng WHERE criterion IS NOT NULL)) s "
-               "WHERE n <> s.c OR hs <> s.h") and t.count(
-            "SELECT 1 FROM lng WHERE candidate_id IS NOT NULL AND run IS NOT NULL AND "
-            "criterion IS NOT NULL GROUP BY candidate_id, run, criterion HAVING count(*) > 1"):
-        add(t.duplicates("lng", ["candidate_id", "run", "criterion"], "_keycol",
-                         describe=lambda key, first: (
-                             f"duplicate draw: candidate {shown_value(key[0])}, run {key[1]}, "
-                             f"criterion {shown_value(key[2])} already appears on "
-                             f"{t.locator} {first}")))
-    # a candidate with an unreadable run is left to that row's fault
-    add(t.listed("SELECT min(first_line) AS _line, candidate_id, count(run) AS n FROM calls "
-                 "GROUP BY candidate_id HAVING count(run) < 2 AND count(*) = count(run)", "run",
-                 describe=lambda line, cid, n: (
-                     f"candidate {shown_value(cid)} has only {n} run; every candidate needs "
-                     "at least 2 runs to measure its spread")))
-    if extras["request_id"]:
-        add(t.listed("SELECT first_line AS _line, request_id, was_c, was_r, was_line FROM ("
-                     "SELECT first_line, request_id, "
-                     "first(candidate_id ORDER BY first_line) OVER w AS was_c, "
-                     "first(run ORDER BY first_line) OVER w AS was_r, "
-                     "min(first_line) OVER w AS was_line, "
-                     "row_number() OVER (PARTITION BY request_id ORDER BY first_line) AS rn "
-                     "FROM calls WHERE request_id IS NOT NULL "
-                     "WINDOW w AS (PARTITION BY request_id)) WHERE rn > 1", "request_id",
-                     describe=lambda line, rid, c, r, first: (
-                         f"request id {shown_value(rid)} is used by two different draws "
-                         f"(candidate {shown_value(c)} run {r} on {t.locator} {first}); every "
-                         "call needs a distinct request id")))
-    for col in ("stratum", "first_pass_score"):
-        if extras[col]:
-            add(t.listed(f"SELECT _line, v, was, was_line, cid FROM (SELECT _line, {col} AS v, "
-                         "candidate_id AS cid, "
-                         f""
-                         f"first({col} ORDER BY _line) OVER w AS was, "
-                         f"min(_line) OVER w AS was_line FROM lng WHERE {col} IS NOT NULL "
-                         "AND candidate_id IS NOT NULL WINDOW w AS (PARTITION BY candidate_id))"
-                         " WHERE v IS DISTINCT FROM was AND _line IN (SELECT min(_line) FROM lng"
-                         f" WHERE {col} IS NOT NULL GROUP BY candidate_id, {col})", col,
-                         describe=lambda line, v, was, first, cid, col=col: (
-                             f"candidate {shown_value(cid)} has two different values "
-                             f"({shown_value(was)} on "
-                             f"{t.locator} {first}, and {shown_value(v)}); one {col} per "
-                             "candidate")))
-
-    # rubric bounds, then plausibility where the rubric gives no max
-    known = {c.name: c for c in crit_list}
-    stats = t.group_stats("lng", "criterion", "score")
-    names_in_file = list(stats.sort_values("first_line")["criterion"].astype(str))
-    warnings: list[str] = []
-    unknown = [c for c in known if c not in names_in_file]
-    if unknown:
-        warnings.append(f"criteria given but not in the file: {', '.join(unknown)}")
-    bounds = {n: (0.0, float(known[n].max_points)) for n in names_in_file
-              if n in known and known[n].max_points is not None}
-    clipped = 0
-    if bounds and not clip:
-        add(t.bound_faults("lng", "criterion", "score", "_col", bounds,
-                           describe=lambda v, crit, lo, hi: (
-                               f"score {v:g} for {shown_value(crit)} is outside {lo:g}..{hi:g} "
-                               "(the rubric's max); fix the export or import with clipping "
-                               "(--clip)")))
-    elif bounds:
-        t.set_bounds(bounds)
-        clipped = t.count("SELECT 1 FROM lng JOIN _bounds b ON criterion = b.g "
-                          "WHERE score < b.lo OR score > b.hi")
-    loose = {}
-    for r in stats.itertuples(index=False):
-        if r.criterion in bounds:
-            continue
-        p99 = float(r.p99_abs) if r.p99_abs is not None and math.isfinite(r.p99_abs) else 0.0
-        limit = min(ABSURD, OUTLIER_FACTOR * max(p99, 1.0))
-        loose[str(r.criterion)] = (-limit, limit, p99)
-    if loose and (stats["max"].abs().max() > min(v[1] for v in loose.values())
-                  or stats["min"].abs().max() > min(v[1] for v in loose.values())):
-        add(t.bound_faults("lng", "criterion", "score", "_col",
-                           {k: (lo, hi) for k, (lo, hi, _) in loose.items()},
-                           describe=lambda v, crit, lo, hi: _implausible(v, crit, hi,
-                                                                         loose[crit][2])))
-    if total:
-        raise FileFaults(faults, total)
-    if clipped:
-        warnings.append(f"{clipped} score(s) outside 0..max were clipped")
-    criteria_out = [known.get(n, Criterion(n)) for n in
-                    [c.name for c in crit_list if c.name in names_in_file]
-                    + [n for n in names_in_file if n not in known and n != TOTAL]]
-
-    # outputs: the long draws (clipped), one call per (candidate, run), one row per candidate
-    rid = "coalesce(c.request_id, 'import:' || c.candidate_id || ':' || c.run)"
-    per_call = extras["request_id"] or extras["model"]
-    score, flag, join = "l.score", "false", ""
-    if clip and bounds:
-        t.set_bounds(bounds)
-        score = "CASE WHEN b.g IS NULL THEN l.score ELSE least(greatest(l.score, b.lo), b.hi) END"
-        flag = "coalesce(b.g IS NOT NULL AND (l.score < b.lo OR l.score > b.hi), false)"
-        join = " LEFT JOIN _bounds b ON l.criterion = b.g"
-    if per_call:
-        draws = t.frame(f"SELECT l.candidate_id, l.run, l.criterion, {score} AS score, "
-                        f"{rid} AS request_id, c.model, {flag} AS clipped FROM lng l "
-                        f"JOIN calls c USING (candidate_id, run){join}")
-    else:
-        draws = t.frame(f"SELECT l.candidate_id, l.run, l.criterion, {score} AS score, "
-                        "'import:' || l.candidate_id || ':' || l.run AS request_id, "
-                        f"{flag} AS clipped FROM lng l{join}")
-        draws.insert(5, "model", None)
-    calls = t.frame(f"SELECT c.candidate_id, c.run, {rid} AS request_id, c.model, "
-                    "c.raw_payload, CASE WHEN c.raw_payload IS NULL THEN NULL ELSE "
-                    "sha256(c.raw_payload) END AS payload_sha256 FROM calls c "
-                    "ORDER BY c.candidate_id, c.run")
-    calls["status"] = "ok"
-    calls["source"] = "import"
-    calls["attempts"] = 1
-    if extras["request_id"] and t.count(f"SELECT {rid} FROM calls c GROUP BY 1 "
-                                        "HAVING count(*) > 1"):
-        raise InputError("a request id of the file equals one made up for a row without one "
-                         "('import:<candidate>:<run>'); give every row its request id or none",
-                         file=display, column="request_id")
-    per_cand = "lng" if extras["stratum"] or extras["first_pass_score"] else "calls"
-    cand = t.frame("SELECT candidate_id, any_value(stratum) AS stratum, "
-                   "any_value(first_pass_score) AS first_pass_score, "
-                   f"CAST(NULL AS VARCHAR) AS application FROM {per_cand} "
-                   "GROUP BY candidate_id ORDER BY candidate_id" if per_cand == "lng" else
-                   "SELECT DISTINCT candidate_id, CAST(NULL AS VARCHAR) AS stratum, "
-                   "CAST(NULL AS DOUBLE) AS first_pass_score, CAST(NULL AS VARCHAR) AS "
-                   "application FROM calls ORDER BY candidate_id")
-    for frame, names in ((draws, ("request_id", "model")),
-                         (calls, ("request_id", "model", "raw_payload", "payload_sha256")),
-                         (cand, ("stratum", "application"))):
-        for c in names:
-            missing = frame[c].isna()
-            if missing.all():
-                frame[c] = None
-            elif missing.any():
-                frame[c] = frame[c].astype(object).where(~missing, None)
-    ranges = stats.drop(columns="first_line") if not clipped else t.frame(
-        "SELECT criterion, count(*) AS n, min(s) AS min, median(s) AS median, max(s) AS max, "
-        "quantile_cont(abs(s), 0.99) AS p99_abs FROM (SELECT l.criterion, CASE WHEN b.g IS "
-        "NULL THEN l.score ELSE least(greatest(l.score, b.lo), b.hi) END AS s FROM lng l "
-        "LEFT JOIN _bounds b ON l.criterion = b.g) GROUP BY criterion")
-    order = {n: i for i, n in enumerate(names_in_file)}
-    ranges["max_points"] = [known[n].max_points if n in known else None
-                            for n in ranges["criterion"]]
-    ranges = (ranges.assign(_o=ranges["criterion"].map(lambda n: (n == TOTAL, order.get(n, 0))))
-              .sort_values("_o").drop(columns="_o").reset_index(drop=True))
-    return DrawsImport(display, t.sha256, layout, draws, calls, cand, criteria_out, t.rows,
-                       clipped, warnings, ranges)
-
-
-def _implausible(v: float, crit: str, limit: float, p99: float) -> str:
-    what = "the screener's total" if crit == TOTAL else f"criterion {shown_value(crit)}"
-    if limit >= ABSURD:
-        why = f"beyond {ABSURD:,.0f}"
-    else:
-        why = (f"more than {OUTLIER_FACTOR:g}× the 99th percentile of |score| of {what} "
-               f"({p99:g})")
-    return f"score {v:g} is implausible for {what}: {why}; {_WAY_OUT}"
-
-
-def _require(t: FileTable, required: list[str], what: str) -> None:
-    missing = [c for c in required if not t.has(c)]
-    if missing:
-        raise InputError(
-            f"missing column(s) {', '.join(repr(m) for m in missing)} for {what}; "
-            f"found {', '.join(repr(c) for c in t.columns)}", file=t.name)
-
-
-def _lit(text: str) -> str:
-    return "'" + str(text).replace("'", "''") + "'"
+        checked = check_draws(t, crit_list, clip)
+        return DrawsImport(t.name, t.sha256, t.rows, checked, t.keep())
 
 
 # ----------------------------------------------------------------------------- display
 def faults_frame(exc: FileFaults) -> pd.DataFrame:
     """The listed faults as a table for a page: line, column, value, problem (plain text)."""
+    import pandas as pd
+
     from core.format import MISSING
 
     return pd.DataFrame({
@@ -535,6 +298,8 @@ def faults_frame(exc: FileFaults) -> pd.DataFrame:
 
 def ranges_frame(imp: DrawsImport) -> pd.DataFrame:
     """Each criterion's min / median / max (and max points) as a page shows them."""
+    import pandas as pd
+
     from core.format import num
 
     r = imp.ranges
@@ -557,24 +322,7 @@ def validate_pool(source: Source, *, name: str | None = None, limits: Limits | N
     """
     limits = limits or Limits.from_env()
     with open_table(source, name=name, limits=limits, what="pool") as t:
-        _require(t, ["candidate_id", "first_pass_score"],
-                 "a pool (candidate_id, first_pass_score)")
-        t.identifier("candidate_id", "_cid", what="candidate id")
-        t.number("first_pass_score", "_fps")
-        faults, total = t.materialize()
-        t.create("pl", "SELECT _line, _cid AS candidate_id, _fps AS first_pass_score, "
-                       "'candidate_id' AS _keycol FROM typed", view=True)
-        if t.count("SELECT candidate_id FROM pl WHERE candidate_id IS NOT NULL "
-                   "GROUP BY candidate_id HAVING count(*) > 1"):
-            res = t.duplicates("pl", ["candidate_id"], "_keycol", describe=lambda key, first: (
-                f"candidate {shown_value(key[0])} appears twice (first on {t.locator} "
-                f"{first}); the pool has one first-pass score per applicant"))
-            faults += res[0]
-            total += res[1]
-        if total:
-            raise FileFaults(faults, total)
-        pool = t.frame("SELECT candidate_id, first_pass_score FROM pl ORDER BY _line")
-        return PoolImport(t.name, t.sha256, pool)
+        return PoolImport(t.name, t.sha256, check_pool(t))
 
 
 # ----------------------------------------------------------------------------- commit
@@ -606,14 +354,14 @@ def check_target(store: Store, audit_id: str, imp: DrawsImport) -> None:
     way = "import into a new audit instead"
     stored = set(store.get_candidates(audit_id)["candidate_id"].astype(str))
     if stored:
-        outside = sorted(set(imp.candidates["candidate_id"].astype(str)) - stored)
+        outside = sorted(set(imp.candidate_ids()) - stored)
         if outside:
             raise InputError(f"{len(outside)} candidate(s) of the file are not in the sample of "
                              f"audit '{audit_id}' (first: {shown_value(outside[0])}); an audit "
                              f"stays what it was frozen as: {way}", file=imp.file_name,
                              column="candidate_id")
     frozen_model = str(store.get_audit(audit_id)["freeze"].get("model") or "")
-    models = sorted(str(m) for m in imp.calls["model"].dropna().unique())
+    models = imp.summary()["models"]
     other = [m for m in models if frozen_model and m != frozen_model]
     if other:
         raise InputError(f"the file reports model {shown_value(other[0])} but audit "
@@ -625,14 +373,12 @@ def check_target(store: Store, audit_id: str, imp: DrawsImport) -> None:
         raise InputError(f"criterion {shown_value(extra[0])} is not in the frozen rubric of "
                          f"audit '{audit_id}' ({', '.join(sorted(rubric))}); {way}",
                          file=imp.file_name, column="criterion")
-    existing = store.completed_pairs(audit_id)
-    if existing:
-        clash = [p for p in zip(imp.calls["candidate_id"], imp.calls["run"]) if p in existing]
-        if clash:
-            c, r = clash[0]
-            raise InputError(f"candidate {shown_value(c)} run {r} is already stored in audit "
-                             f"'{audit_id}' ({len(clash)} draw(s) overlap); {way}",
-                             file=imp.file_name, column="run")
+    hit = store.stored_pair(audit_id, f"{imp.staging.alias}.main.out_calls")
+    if hit:
+        line, c, r, n = hit
+        raise InputError(f"line {line}: candidate {shown_value(c)} run {r} is already stored in "
+                         f"audit '{audit_id}' ({n:,} pair(s) of the file overlap); {way}",
+                         file=imp.file_name, column="run")
 
 
 def commit_draws(store: Store, audit_id: str, imp: DrawsImport, *,
@@ -665,14 +411,13 @@ def commit_draws(store: Store, audit_id: str, imp: DrawsImport, *,
         out["status"] = "already imported"
         return out
     check_target(store, audit_id, imp)
-    models = imp.calls["model"].dropna().unique()
+    models = out["models"]
     _ensure_audit(store, audit_id, imp.criteria, models[0] if len(models) == 1 else None)
     current = store.get_criteria(audit_id)
     with store.transaction() as cur:
         if len(current) == 0:
             store.set_criteria(audit_id, criteria_frame(imp.criteria), cur=cur)
-        store.upsert_candidates(audit_id, imp.candidates, cur=cur)
-        store.write_results(audit_id, imp.calls, imp.draws, cur=cur)
+        store.write_staged(cur, audit_id, imp.staging.alias, file_name=imp.file_name)
         store.record_import(cur, audit_id, imp.sha256, "draws", imp.file_name, imp.rows)
     out["status"] = "imported"
     out["new_audit"] = not exists

@@ -37,11 +37,9 @@ from core.runner import (
 )
 from core.screeners.base import scrub
 from core.screeners.registry import CODE_KINDS, describe_code
-from core.store import Store
+from core.store import DEFAULT_DB, Store
 
 __all__ = ["add_run_parser", "format_duration", "progress_line", "run_run"]
-
-DEFAULT_DB = "data/audits.duckdb"
 
 
 def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -251,7 +251,7 @@ def test_a_lock_held_by_another_process_is_never_taken_for_a_read_only_folder(ta
     holder letting go): it is a wait-and-retry, never the read-only-folder fallback."""
     import duckdb
 
-    from core import store as store_mod
+    from core.store import connection as store_mod
 
     exc = duckdb.IOException(f'IO Error: Could not set lock on file "/x/a.duckdb": {tail}')
     assert store_mod._is_lock_conflict(exc) and not store_mod._is_unwritable(exc)

@@ -1,4 +1,4 @@
-"""Reading files from outside (core/tables.py): bounds checked before reading whole, and files
+"""Reading files from outside (core/tables.py, core/store/files.py): bounds checked before reading whole, and files
 that are not what they claim refused with one clear line — on real files written to tmp."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import pytest
 
 from core.errors import InputError
 from core.ingest import validate_draws, validate_pool
-from core.tables import Limits, open_table, read_table
+from core.store.files import open_table
+from core.tables import Limits, read_table
 from tests.support import FIXTURES, run_cli
 
 HEADER = "candidate_id,run,criterion,score\n"

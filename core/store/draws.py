@@ -1,0 +1,238 @@
+"""Calls and draws: batched writes that never store a draw twice, and the reads of them."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+
+from core.errors import InputError
+from core.store.base import StoreBase
+from core.store.schema import CALL_COLUMNS, DRAW_COLUMNS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+#: A draw's request id; imported draws without one share their call's made-up id.
+_REQUEST_ID = "coalesce(request_id, 'import:' || candidate_id || ':' || run)"
+
+
+class DrawRecords(StoreBase):
+    """The calls made (or imported) and the draws they yielded."""
+
+    # ------------------------------------------------------------------ calls and draws
+    def write_results(self, audit_id: str, calls: pd.DataFrame | None,
+                      draws: pd.DataFrame | None,
+                      cur: duckdb.DuckDBPyConnection | None = None) -> None:
+        """Write a batch of calls and their draws in one transaction (idempotent on keys).
+
+        A call already stored (same request id, same pair) and a draw already stored (same
+        candidate, run, criterion) are skipped, so a resumed run never stores a draw twice;
+        within the batch the first of two equal keys is kept.
+        """
+        def _do(c: duckdb.DuckDBPyConnection) -> None:
+            if calls is not None and len(calls):
+                c.register("_incoming_calls", calls.assign(audit_id=audit_id)
+                           .reindex(columns=CALL_COLUMNS))
+                try:
+                    self._refuse_request_id_clashes(c, audit_id, "_incoming_calls")
+                    self._insert_new_calls(c, audit_id, "_incoming_calls")
+                finally:
+                    c.unregister("_incoming_calls")
+            if draws is not None and len(draws):
+                c.register("_incoming_draws", draws.reindex(columns=DRAW_COLUMNS[1:]))
+                try:
+                    self._insert_new_draws(c, audit_id, "_incoming_draws")
+                finally:
+                    c.unregister("_incoming_draws")
+        if cur is not None:
+            _do(cur)
+        else:
+            with self.transaction() as c:
+                _do(c)
+
+    @staticmethod
+    def _insert_new_calls(cur: duckdb.DuckDBPyConnection, audit_id: str, source: str, *,
+                          unique: bool = False) -> None:
+        """Insert the calls of ``source`` whose request id is not stored yet in the audit (an
+        anti-join: no primary key, see :mod:`core.store.schema`); the first of two equal ids
+        in ``source`` is kept (``unique``: ``source`` has none, as a validated import)."""
+        cols = ", ".join(CALL_COLUMNS[1:])
+        stored = cur.execute("SELECT count(*) FROM (SELECT 1 FROM calls WHERE audit_id = ? "
+                             "LIMIT 1)", [audit_id]).fetchall()[0][0]
+        rows = (f"(SELECT *, request_id AS _id, 1 AS _n FROM {source})" if unique else
+                f"(SELECT *, CAST(request_id AS VARCHAR) AS _id, row_number() OVER "
+                f"(PARTITION BY _id) AS _n FROM {source})")
+        new = ("" if not stored else " AND NOT EXISTS (SELECT 1 FROM calls s WHERE "
+               "s.audit_id = $1 AND s.request_id = i._id)")
+        cur.execute(f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) SELECT $1, {cols} "
+                    f"FROM {rows} i WHERE i._n = 1{new}", [audit_id])
+
+    @staticmethod
+    def _insert_new_draws(cur: duckdb.DuckDBPyConnection, audit_id: str, source: str) -> None:
+        """Insert the draws of ``source`` whose key is not stored yet (an anti-join: the table
+        has no primary key, see :mod:`core.store.schema`), sorted by the key."""
+        cols = ", ".join(DRAW_COLUMNS[1:])
+        cur.execute(f"""
+            INSERT INTO draws ({", ".join(DRAW_COLUMNS)})
+            SELECT $1, {cols} FROM (
+                SELECT *, CAST(candidate_id AS VARCHAR) AS _c, CAST(run AS INTEGER) AS _r,
+                       CAST(criterion AS VARCHAR) AS _k,
+                       row_number() OVER (PARTITION BY _c, _r, _k) AS _n
+                FROM {source}) i
+            WHERE i._n = 1 AND NOT EXISTS (
+                SELECT 1 FROM draws d WHERE d.audit_id = $1 AND d.candidate_id = i._c
+                   AND d.run = i._r AND d.criterion = i._k)
+            ORDER BY i._c, i._r, i._k""", [audit_id])
+
+    def stored_pair(self, audit_id: str, relation: str,
+                    cur: duckdb.DuckDBPyConnection | None = None
+                    ) -> tuple[int, str, int, int] | None:
+        """The first ``(candidate_id, run)`` of ``relation`` (a staged import's calls, with
+        ``first_line``) that already has a draw in the audit: ``(line, candidate, run, how
+        many pairs overlap)``, or None. An anti-join inside DuckDB, not a Python set."""
+        sql = f"""
+            SELECT i.first_line, i.candidate_id, i.run, count(*) OVER () FROM {relation} i
+            WHERE EXISTS (SELECT 1 FROM draws d WHERE d.audit_id = ?
+                          AND d.candidate_id = i.candidate_id AND d.run = i.run)
+            ORDER BY i.first_line LIMIT 1"""
+        if cur is not None:
+            rows = cur.execute(sql, [audit_id]).fetchall()
+        else:
+            rows = self._rows(sql, [audit_id])
+        return (int(rows[0][0]), str(rows[0][1]), int(rows[0][2]), int(rows[0][3])) \
+            if rows else None
+
+    def write_staged(self, cur: duckdb.DuckDBPyConnection, audit_id: str, stage: str,
+                     *, file_name: str) -> None:
+        """Copy a validated import from its staging database ``stage`` (tables ``out_calls``,
+        ``out_draws``, ``out_candidates``: :mod:`core.store.draw_checks`) into the audit, in
+        the caller's transaction ``cur``: one ``INSERT … SELECT`` per table, draws sorted by
+        their key.
+
+        Raises
+        ------
+        InputError
+            A pair of the file already has a draw in the audit (naming its line), or a request
+            id of the file is stored for another pair.
+        """
+        from core.format import term_escape
+
+        hit = self.stored_pair(audit_id, f"{stage}.main.out_calls", cur)
+        if hit:
+            line, cand, run, n = hit
+            raise InputError(f"line {line}: candidate '{term_escape(cand)}' run {run} is "
+                             f"already stored in audit '{term_escape(audit_id)}' ({n:,} pair(s) "
+                             "of the file overlap); nothing was written: import into a new "
+                             "audit instead", file=file_name, column="run")
+        self._refuse_request_id_clashes(cur, audit_id, f"{stage}.main.out_calls")
+        # a call of an already stored pair without draws (a failed call) keeps its row
+        self._insert_new_calls(cur, audit_id, f"{stage}.main.out_calls", unique=True)
+        cols = ", ".join(DRAW_COLUMNS[1:])
+        cur.execute(f"INSERT INTO draws ({', '.join(DRAW_COLUMNS)}) SELECT $1, {cols} "
+                    f"FROM {stage}.main.out_draws ORDER BY candidate_id, run, criterion",
+                    [audit_id])
+        cur.execute(f"""
+            INSERT INTO candidates SELECT $1, candidate_id, stratum, first_pass_score,
+                application FROM {stage}.main.out_candidates
+            ON CONFLICT (audit_id, candidate_id) DO UPDATE SET
+              stratum = coalesce(excluded.stratum, candidates.stratum),
+              first_pass_score = coalesce(excluded.first_pass_score,
+                                          candidates.first_pass_score)""", [audit_id])
+
+    def _refuse_request_id_clashes(self, cur: duckdb.DuckDBPyConnection, audit_id: str,
+                                   relation: str) -> None:
+        """A request id already stored for another ``(candidate, run)`` is an error, not a
+        silent no-op of ``ON CONFLICT``: the new call's draws would point at another
+        candidate's payload. The same id for the same pair is a resume (idempotent).
+
+        Raises
+        ------
+        InputError
+            Naming the first clashing id, its candidate and run, and the stored ones.
+        """
+        names = {r[0] for r in cur.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()}
+        if "request_id" not in names:
+            return
+        rows = cur.execute(f"""
+            SELECT i.request_id, i.candidate_id, i.run, s.candidate_id, s.run,
+                   count(*) OVER () AS n
+            FROM (SELECT CAST(request_id AS VARCHAR) AS request_id,
+                         CAST(candidate_id AS VARCHAR) AS candidate_id,
+                         TRY_CAST(run AS DOUBLE) AS run FROM {relation}) i
+            JOIN calls s ON s.audit_id = ? AND s.request_id = i.request_id
+            WHERE s.candidate_id IS DISTINCT FROM i.candidate_id
+               OR s.run IS DISTINCT FROM i.run
+            ORDER BY i.candidate_id, i.run LIMIT 1""", [audit_id]).fetchall()
+        if rows:
+            rid, cand, run, s_cand, s_run, n = rows[0]
+            raise InputError(
+                f"request id '{rid}' of candidate '{cand}' run {_run_text(run)} is already "
+                f"stored in audit '{audit_id}' for candidate '{s_cand}' run {_run_text(s_run)} "
+                f"({n} clashing id(s)); every call needs its own request id — nothing was "
+                "written: fix the ids or import into a new audit", column="request_id")
+
+    def load_draws(self, audit_id: str) -> pd.DataFrame:
+        """All draws of an audit, long: ``candidate_id, run, criterion, score, model,
+        request_id, clipped``. An imported draw without a request id has its call's made-up
+        one, ``import:<candidate>:<run>`` (stored with the call only)."""
+        return self._df(f"SELECT candidate_id, run, criterion, score, model, {_REQUEST_ID} "
+                        "AS request_id, clipped FROM draws WHERE audit_id = ? "
+                        "ORDER BY candidate_id, run, criterion", [audit_id])
+
+    def load_calls(self, audit_id: str, *, with_payload: bool = False) -> pd.DataFrame:
+        cols = [c for c in CALL_COLUMNS if c != "audit_id"
+                and (with_payload or c != "raw_payload")]
+        return self._df(f"SELECT {', '.join(cols)} FROM calls WHERE audit_id = ? "
+                        "ORDER BY started_at NULLS LAST, request_id", [audit_id])
+
+    def payload_counts(self, audit_id: str) -> pd.DataFrame:
+        """Per candidate: successful calls with a payload, and distinct payload hashes."""
+        return self._df("""
+            SELECT candidate_id, count(*) AS calls_with_payload,
+                   count(DISTINCT payload_sha256) AS distinct_payloads
+            FROM calls WHERE audit_id = ? AND status = 'ok' AND payload_sha256 IS NOT NULL
+            GROUP BY candidate_id ORDER BY candidate_id""", [audit_id])
+
+    def call_summary(self, audit_id: str) -> pd.DataFrame:
+        """Counts of calls by status / error kind / model, for the guard panel."""
+        return self._df("""
+            SELECT status, coalesce(http_status, 0) AS http_status, coalesce(model, '') AS model,
+                   count(*) AS calls, sum(coalesce(attempts, 1) - 1) AS retries,
+                   avg(latency_ms) AS mean_latency_ms, sum(coalesce(cost, 0)) AS cost
+            FROM calls WHERE audit_id = ? GROUP BY ALL ORDER BY calls DESC""", [audit_id])
+
+    def completed_pairs(self, audit_id: str) -> set[tuple[str, int]]:
+        """``(candidate_id, run)`` pairs that already have a draw (resume skips them)."""
+        rows = self._rows(
+            "SELECT DISTINCT candidate_id, run FROM draws WHERE audit_id = ?",
+            [audit_id])
+        return {(r[0], int(r[1])) for r in rows}
+
+    def data_version(self, audit_id: str) -> str:
+        """A short token that changes whenever the audit's draws, pool or settings change.
+
+        Used as a cache key by the app (``st.cache_data`` keyed on audit id + version).
+        """
+        row = self._rows("""
+            SELECT (SELECT count(*) FROM draws WHERE audit_id = $1),
+                   (SELECT count(*) FROM calls WHERE audit_id = $1),
+                   (SELECT count(*) FROM pool WHERE audit_id = $1),
+                   (SELECT coalesce(sum(hash(candidate_id || coalesce(stratum, ''))), 0)
+                      FROM candidates WHERE audit_id = $1),
+                   (SELECT coalesce(hash(settings_json || harness_hash), 0) FROM audits
+                     WHERE audit_id = $1),
+                   (SELECT coalesce(sum(hash(criterion || coalesce(max_points, -1) ||
+                                             coalesce(weight, 1))), 0)
+                      FROM criteria WHERE audit_id = $1)""", [audit_id])[0]
+        return "-".join(str(x) for x in row)
+
+
+def _run_text(run: Any) -> str:
+    try:
+        return str(int(run))
+    except (TypeError, ValueError):
+        return str(run)
+
+
