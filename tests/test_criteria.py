@@ -16,7 +16,6 @@ from scipy import stats
 from core.audit import Settings, analyze_frames, sd_interval_table
 from core.criteria import (
     CRITERIA_COLUMNS,
-    anchor_gate,
     between_sd,
     decompose,
     derive_strata,
@@ -26,6 +25,7 @@ from core.criteria import (
     sd_interval,
 )
 from core.draws import Draws
+from core.guards import anchor_gate
 
 
 def _meta(**max_points: float) -> pd.DataFrame:

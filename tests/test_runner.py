@@ -23,19 +23,13 @@ import pandas as pd
 import pytest
 
 from core.errors import GuardError
+from core.estimate import audit_estimate
 from core.freeze import Criterion, FreezeSheet
-from core.runner import (
-    PriceTable,
-    RunHandle,
-    Runner,
-    RunOptions,
-    StopToken,
-    cache_verdict,
-    estimate_run,
-    model_populations,
-    plan_pairs,
-    registry,
-)
+from core.guards import cache_verdict_of, model_populations_of
+from core.run.engine import Runner, plan_pairs
+from core.run.handle import RunHandle, registry
+from core.run.options import PriceTable, RunOptions
+from core.run.status import StopToken
 from core.screeners.http_json import HttpJsonScreener
 from core.screeners.registry import build_screener
 from core.screeners.simulated import SimulatedScreener
@@ -200,17 +194,17 @@ def test_side_effect_clearance_is_required_before_any_call(store, server):
     assert server.log == [] and len(store.load_calls("s")) == 0
 
 
-def test_cache_server_gives_the_cache_verdict(store, server):
+def test_cache_server_gives_the_cache_verdict_of(store, server):
     server.set(cache=True)
     make_audit(store, "c")
     run(store, "c", http_screener(server), runs=4)
-    v = cache_verdict(store, "c")
+    v = cache_verdict_of(store, "c")
     assert v.cache_test and "cache test, not a variance test" in v.message
     assert len(v.single_payload) == 6
     server.set(cache=False)
     make_audit(store, "v")
     run(store, "v", http_screener(server), runs=4)
-    v2 = cache_verdict(store, "v")
+    v2 = cache_verdict_of(store, "v")
     assert not v2.cache_test and v2.single_payload == ()
 
 
@@ -220,10 +214,10 @@ def test_the_cache_guard_waits_for_two_calls_per_candidate(store, server):
     make_audit(store, "wait")
     options = RunOptions(runs=4, concurrency=4, preflight=True, **FAST)
     asyncio.run(Runner(store, "wait", http_screener(server), options, until="preflight").run())
-    v = cache_verdict(store, "wait")
+    v = cache_verdict_of(store, "wait")
     assert not v.cache_test and v.message.startswith("not judged yet: 1 of 6 candidate(s)")
     asyncio.run(Runner(store, "wait", http_screener(server), options).run())
-    assert cache_verdict(store, "wait").message == \
+    assert cache_verdict_of(store, "wait").message == \
         "every one of the 6 candidates got varying payloads"
 
 
@@ -277,7 +271,7 @@ def test_a_different_reported_model_is_a_second_population(store, server):
     server.set(switch_model_after=12, switch_model="fake-model-1-2026-02-01")
     make_audit(store, "d")
     run(store, "d", http_screener(server), concurrency=1)
-    pops = model_populations(store, "d")
+    pops = model_populations_of(store, "d")
     assert pops.split and "second population" in pops.message
     table = pops.table.set_index("model")
     assert table.loc["fake-model-1", "draws"] == 12
@@ -544,19 +538,24 @@ def test_api_key_never_in_errors_findings_or_store(tmp_path, server, monkeypatch
 # ---------------------------------------------------------------------------- estimates
 def test_estimate_counts_missing_calls_tokens_cost_and_wall_time(store, server):
     make_audit(store, "e", model="qwen2.5-7b-instruct-q4_k_m")
-    scr = build_screener("openai-chat", {"base_url": server.url + "/v1",
-                                         "model": "qwen2.5-7b-instruct-q4_k_m"}, criteria=RUBRIC)
     prices = PriceTable({"qwen2.5-7b-instruct-q4_k_m": {"input": 1.0, "output": 4.0}})
+    settings = {"screener": {"kind": "openai-chat", "base_url": server.url + "/v1",
+                             "model": "qwen2.5-7b-instruct-q4_k_m"}}
     cands = store.get_candidates("e")
-    est = estimate_run(scr, cands, 15, completed={("c00", 1), ("c00", 2)}, concurrency=8,
-                       latency_s=2.0, prices=prices)
+    est = audit_estimate({**settings, "prices": prices.to_dict(), "latency_s": 2.0},
+                         frozen_model="qwen2.5-7b-instruct-q4_k_m", criteria=RUBRIC,
+                         candidates=cands, runs=15, completed={("c00", 1), ("c00", 2)},
+                         concurrency=8)
     assert est.calls == 6 * 15 - 2
     assert est.wall_time_s == pytest.approx(11 * 2.0)      # ceil(88 / 8) · 2 s
     assert est.input_tokens > 0 and est.output_tokens == est.calls * (30 + 12 * 4)
     assert est.cost == pytest.approx((est.input_tokens * 1.0 + est.output_tokens * 4.0) / 1e6)
     assert any("estimate" in n for n in est.notes)
-    none = estimate_run(scr, cands, 15, concurrency=8)
-    assert none.cost is None and none.wall_time_s is None
+    none = audit_estimate(settings, frozen_model="qwen2.5-7b-instruct-q4_k_m", criteria=RUBRIC,
+                          candidates=cands, runs=15, concurrency=8)
+    # no price: no cost; no latency measured or typed: a default, said as such
+    assert none.cost is None and "no price" in none.sources["cost"]
+    assert "a default" in none.sources["latency"]
     assert PriceTable.from_dict(prices.to_dict()).to_dict() == prices.to_dict()
 
 
@@ -933,7 +932,6 @@ def test_the_cli_says_which_host_receives_the_key_before_the_first_call(tmp_path
 
 # ---------------------------------------------------------------------------- one estimate
 def test_the_audit_estimate_states_its_sources_and_the_worst_case():
-    from core.estimate import audit_estimate
     cands = pd.DataFrame({"candidate_id": ["a", "b"], "application": ["x" * 400, "y" * 800]})
     settings = {"screener": {"kind": "openai-chat", "base_url": "http://127.0.0.1:1/v1",
                              "prompt": "{application}", "system": "", "max_tokens": 100},
