@@ -1036,3 +1036,43 @@ def test_a_small_run_against_a_failing_server_is_judged_on_its_first_calls(store
     assert st.state == "stopped" and st.breaker
     assert "6 of the first 6 calls failed" in st.breaker
     assert st.calls == 6 and "HTTP 503" in st.breaker
+
+
+# ---------------------------------------------------------------------------- progress
+def test_the_run_command_shows_a_live_bar_on_a_terminal_and_plain_lines_otherwise(tmp_path,
+                                                                                  server):
+    """On a terminal: rich's live bar with the engine's ETA. Piped (logs, CI): plain lines
+    with no control sequence at all, ending with the final count."""
+    import pty
+
+    server.set(latency_ms=20)
+    cfg = _write_config(tmp_path, server.url, 3, 4)
+    env = {**os.environ, "FAKE_SCREENER_KEY": SECRET, "PYTHONPATH": str(ROOT),
+           "COLUMNS": "120", "TERM": "xterm"}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "core", "run", "--config", str(cfg), "--db",
+                             str(tmp_path / "tty.duckdb")], cwd=ROOT, env=env,
+                            stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:          # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(master)
+    shown = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.returncode == 0, shown
+    assert "━" in shown and "ETA" in shown and "12/12" in shown
+    assert "finished: all pairs have a draw" in shown
+
+    piped = subprocess.run([sys.executable, "-m", "core", "run", "--config", str(cfg), "--db",
+                            str(tmp_path / "pipe.duckdb")], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert "\x1b" not in piped.stderr and "━" not in piped.stderr
+    assert "] 12/12 100%" in piped.stderr
