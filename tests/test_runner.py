@@ -1076,3 +1076,15 @@ def test_the_run_command_shows_a_live_bar_on_a_terminal_and_plain_lines_otherwis
     assert piped.returncode == 0, piped.stderr
     assert "\x1b" not in piped.stderr and "━" not in piped.stderr
     assert "] 12/12 100%" in piped.stderr
+
+
+def test_the_config_reader_loads_the_run_options_without_the_engine():
+    """core.config needs RunOptions and PriceTable only: the engine, its retry library and its
+    writer thread stay unloaded (issue 10: no importer pulls the whole runner for two types)."""
+    code = ("import sys, core.config; "
+            "print(sorted(m for m in sys.modules if m.startswith('core.run')), "
+            "'tenacity' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "['core.run', 'core.run.options'] False"

@@ -1,15 +1,16 @@
 """Step 3 — run N independent replications per candidate, store every call, guard the result.
 
-The engine (:class:`Runner`) drives a screener adapter (:mod:`core.screeners`) over the missing
-``(candidate, run)`` pairs of an audit:
+The engine (:class:`core.run.engine.Runner`) drives a screener adapter (:mod:`core.screeners`)
+over the missing ``(candidate, run)`` pairs of an audit:
 
 * **Concurrency**: a fixed pool of ``concurrency`` workers (the semaphore) over an
   ``httpx.AsyncClient`` whose pool has exactly as many connections, so no request ever waits for
   a pool slot (PITFALLS: httpx 0.28 leaks a slot when such a wait is cancelled). No
   ``asyncio.wait_for`` around requests; the client's own timeouts (long read, 120 s default).
-* **Retries**: 408/409/429/5xx, timeouts and transport errors, with exponential backoff and full
-  jitter, honouring ``retry-after-ms`` then ``Retry-After`` (capped); never another 4xx — that
-  is a finding, shown to the user, and by default it stops the run.
+* **Retries** (tenacity's ``AsyncRetrying``, :mod:`core.run.retry`): 408/409/429/5xx, timeouts
+  and transport errors, with exponential backoff and full jitter, honouring ``retry-after-ms``
+  then ``Retry-After`` (capped); never another 4xx — that is a finding, shown to the user, and
+  by default it stops the run. The ``rpm`` ceiling is aiolimiter's ``AsyncLimiter``.
 * **One request id per call** (uuid4, sent as ``X-Request-ID`` and, for your own endpoint,
   ``Idempotency-Key``; retries of a call reuse it; it is the key of the call row).
 * **Order**: rounds of runs, candidates shuffled in each round by a seeded generator, so
@@ -40,9 +41,9 @@ answer format / output limit / invalid policy the sheet froze; the 3-run determi
 :func:`core.guards.cache_verdict` ("a cache test, not a variance test");
 :func:`core.guards.model_populations` (reported model ≠ frozen model → a second population).
 
-For the app: :class:`RunHandle` runs the engine in a background thread (never touching
-streamlit) with ``start()``, ``stop()``, ``status()``; :func:`registry` is the process-wide
-registry of handles. For the terminal: :mod:`core.run_cli`.
+For the app: :class:`core.run.handle.RunHandle` runs the engine in a background thread (never
+touching streamlit) with ``start()``, ``stop()``, ``status()``; :func:`core.run.handle.registry`
+is the process-wide registry of handles. For the terminal: :mod:`core.run_cli`.
 
 Modules, in the order of the method: :mod:`~core.run.options` (settings and prices),
 :mod:`~core.run.engine` (plan, guards, pre-flight, workers, one call, its record),
