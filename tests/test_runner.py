@@ -1088,3 +1088,30 @@ def test_the_config_reader_loads_the_run_options_without_the_engine():
                          timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "['core.run', 'core.run.options'] False"
+
+
+def test_the_retry_wait_honours_and_caps_retry_after_and_backs_off_with_full_jitter():
+    """The wait before a retry: the server's Retry-After capped at retry_after_cap_s (plus at
+    most 1 s of jitter); without one, U(0, min(cap, base·2^(attempt−1)))."""
+    from tenacity import AsyncRetrying, RetryCallState
+
+    from core.run.retry import RetryAfterWait
+    from core.screeners.base import CallFailed
+
+    def state(attempt: int, exc: CallFailed) -> RetryCallState:
+        rs = RetryCallState(AsyncRetrying(), fn=None, args=(), kwargs={})
+        rs.attempt_number = attempt
+        rs.set_exception((type(exc), exc, None))
+        return rs
+
+    wait = RetryAfterWait(base_s=0.5, cap_s=30.0, retry_after_cap_s=120.0)
+    asked = [wait(state(1, CallFailed("429", status=429, retryable=True,
+                                      retry_after=100_000.0))) for _ in range(50)]
+    assert all(120.0 <= w <= 121.0 for w in asked)
+    short = [wait(state(1, CallFailed("429", status=429, retryable=True, retry_after=2.0)))
+             for _ in range(50)]
+    assert all(2.0 <= w <= 2.1 for w in short)
+    third = [wait(state(3, CallFailed("503", status=503, retryable=True))) for _ in range(400)]
+    assert all(0.0 <= w <= 2.0 for w in third) and max(third) > 1.0   # 0.5·2² = 2 s ceiling
+    tenth = [wait(state(10, CallFailed("503", status=503, retryable=True))) for _ in range(400)]
+    assert all(0.0 <= w <= 30.0 for w in tenth) and max(tenth) > 15.0  # capped at 30 s

@@ -60,15 +60,18 @@ class RetryAfterWait(wait_base):
 
 
 class _OverBudget(stop_base):
-    """Stop when the next wait would pass the call's total wait or its total deadline."""
+    """Stop when the next wait would pass the call's total wait or its total deadline
+    (counted from ``t0``, the start of the call's first attempt)."""
 
-    def __init__(self, wait: RetryAfterWait, total_wait_s: float, deadline_s: float) -> None:
-        self.wait, self.total_wait_s, self.deadline_s = wait, total_wait_s, deadline_s
+    def __init__(self, wait: RetryAfterWait, total_wait_s: float, deadline_s: float,
+                 t0: float) -> None:
+        self.wait, self.total_wait_s, self.deadline_s, self.t0 = wait, total_wait_s, \
+            deadline_s, t0
 
     def __call__(self, retry_state: RetryCallState) -> bool:
         delay = self.wait(retry_state)
         waited = retry_state.idle_for
-        spent = time.monotonic() - retry_state.start_time
+        spent = time.monotonic() - self.t0
         if waited + delay > self.total_wait_s or spent + delay > self.deadline_s:
             retry_state.over_budget = (delay, waited, spent)  # type: ignore[attr-defined]
             return True
@@ -91,7 +94,13 @@ class CallResult:
 
 
 class Retrier:
-    """The retry rule of a run (built once; each call runs on its own copy).
+    """The retry rule of a run (built once; a call that needs retries runs on its own copy).
+
+    The first attempt of a call is made directly; only when it fails retryably does the call
+    go on under tenacity's ``AsyncRetrying``, with that failure as its first outcome (so
+    attempt numbers, waits and budgets are those of the whole call). Tenacity's async
+    machinery costs tens of microseconds a call (it inspects its callbacks on every step),
+    which a call that succeeds at once — nearly all of them — does not need to pay.
 
     Parameters
     ----------
@@ -102,13 +111,11 @@ class Retrier:
 
     def __init__(self, options: RunOptions, on_retry: Any) -> None:
         self.options = options
-        wait = RetryAfterWait(options.backoff_base_s, options.backoff_cap_s,
-                              options.retry_after_cap_s)
+        self.wait = RetryAfterWait(options.backoff_base_s, options.backoff_cap_s,
+                                   options.retry_after_cap_s)
         self._retrying = AsyncRetrying(
             retry=retry_if_exception(_retryable),
-            wait=wait,
-            stop=stop_after_attempt(int(options.max_retries) + 1)
-            | _OverBudget(wait, options.retry_wait_total_s, options.call_deadline_s),
+            wait=self.wait,
             before_sleep=lambda _state: on_retry(),
             retry_error_callback=self._give_up,
             sleep=asyncio.sleep,
@@ -131,6 +138,26 @@ class Retrier:
             f"retry_wait_total_s = {opts.retry_wait_total_s:g} s or call_deadline_s = "
             f"{opts.call_deadline_s:g} s", status=exc.status, payload=exc.payload)
 
+    async def _attempt(self, screener: Any, client: httpx.AsyncClient | None,
+                       req: ScreenRequest, out: CallResult) -> RawResult:
+        """One attempt (after a slot of the rate limiter); an adapter bug is a failed call."""
+        out.attempts += 1
+        if self.limiter is not None:
+            await self.limiter.acquire()
+        t0 = time.perf_counter()
+        try:
+            raw = await screener.call(client, req)
+        except CallFailed:
+            out.latency_ms = (time.perf_counter() - t0) * 1000.0
+            raise
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - an adapter bug must not kill the run
+            out.latency_ms = (time.perf_counter() - t0) * 1000.0
+            raise CallFailed(f"{type(exc).__name__}: {exc}") from None
+        out.latency_ms = (time.perf_counter() - t0) * 1000.0
+        return raw
+
     async def call(self, screener: Any, client: httpx.AsyncClient | None,
                    req: ScreenRequest, out: CallResult | None = None) -> CallResult:
         """The call with its retries, filling ``out``; raises only ``asyncio.CancelledError``
@@ -140,28 +167,28 @@ class Retrier:
         an adapter bug must not kill the run.
         """
         out = CallResult() if out is None else out
-        limiter = self.limiter
+        t0 = time.monotonic()
+        try:
+            out.raw = await self._attempt(screener, client, req, out)
+            return out
+        except CallFailed as exc:
+            if not exc.retryable:
+                out.failure = exc
+                return out
+            first: CallFailed = exc
+        replay = [first]
 
         async def attempt() -> RawResult:
-            out.attempts += 1
-            if limiter is not None:
-                await limiter.acquire()
-            t0 = time.perf_counter()
-            try:
-                raw = await screener.call(client, req)
-            except CallFailed:
-                out.latency_ms = (time.perf_counter() - t0) * 1000.0
-                raise
-            except (asyncio.CancelledError, KeyboardInterrupt):
-                raise
-            except Exception as exc:  # noqa: BLE001 - an adapter bug must not kill the run
-                out.latency_ms = (time.perf_counter() - t0) * 1000.0
-                raise CallFailed(f"{type(exc).__name__}: {exc}") from None
-            out.latency_ms = (time.perf_counter() - t0) * 1000.0
-            return raw
+            if replay:               # the first attempt's failure, already made above
+                raise replay.pop()
+            return await self._attempt(screener, client, req, out)
 
+        opts = self.options
+        retrying = self._retrying.copy(
+            stop=stop_after_attempt(int(opts.max_retries) + 1)
+            | _OverBudget(self.wait, opts.retry_wait_total_s, opts.call_deadline_s, t0))
         try:
-            out.raw = await self._retrying.copy()(attempt)
+            out.raw = await retrying(attempt)
         except CallFailed as exc:
             out.failure = exc
         return out
