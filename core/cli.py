@@ -395,9 +395,8 @@ def _cmd_sample(a: argparse.Namespace) -> int:
           f"{c['low']} low) around cutoff {cutoff:g} -> {term_escape(a.out)}")
     print(f"design '{design.name}': {design.runs} runs each; one candidate's SD is known to "
           f"{lo:.2f}x - {hi:.2f}x (95%)")
-    print("estimate:")
     for line in _sample_estimate(a, frame.sample, design.runs):
-        print(term_lines(f"  {line}"))
+        print(term_lines(line))
     for s in frame.shortfalls:
         print(f"shortfall: {term_escape(s)}")
     return 0
@@ -430,7 +429,7 @@ def _sample_estimate(a: argparse.Namespace, sample: pd.DataFrame, runs: int) -> 
         except (AuditError, TypeError):
             criteria = ()
     else:
-        lines.append("no audit given (--db/--audit): no screener or prices known yet")
+        lines.append("estimate without an audit (--db/--audit): no screener or prices known")
     if a.latency is not None:
         settings = {k: v for k, v in settings.items() if k != "preflight_latency_s"}
         settings["latency_s"] = a.latency

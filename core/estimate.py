@@ -64,26 +64,22 @@ class Estimate:
     whole_calls: int | None = None
 
     def lines(self, max_calls_per_pair: int | None = None) -> list[str]:
-        """The estimate for a terminal, number by number with its source — the same values,
-        formatted the same way (:mod:`core.format`), as the pages' estimate metrics."""
-        src = self.sources
+        """The estimate for a terminal (``run`` and ``sample`` print it): the numbers the
+        pages' estimate metrics show, formatted the same way (:mod:`core.format`), then the
+        worst case, the source of each number and the notes."""
+        cost = "unknown" if self.cost is None else money(self.cost)
         wall = "unknown" if self.wall_time_s is None else seconds(self.wall_time_s)
-        whole = ("" if self.whole_calls is None
-                 else f" (of {num(self.whole_calls)} for the whole run)")
-        out = [f"calls to make: {num(self.calls)}{whole}",
-               f"input tokens: {num(self.input_tokens)} — {src.get('input tokens', '')}",
-               f"output tokens: {num(self.output_tokens)} — {src.get('output tokens', '')}",
-               f"cost: {'unknown' if self.cost is None else money(self.cost)} — "
-               f"{src.get('cost', '')}",
-               f"wall time: {wall} at {self.concurrency} calls in flight "
-               f"— latency {src.get('latency', 'unknown')}"]
+        out = [f"estimate: {num(self.calls)} calls, ~{num(self.input_tokens)} input and "
+               f"~{num(self.output_tokens)} output tokens, cost {cost}, wall time {wall} at "
+               f"concurrency {self.concurrency}"]
         if self.worst_calls is not None:
-            worst = "" if self.worst_cost is None else f", {money(self.worst_cost)}"
-            per_pair = ("" if max_calls_per_pair is None
-                        else f" (max_calls_per_pair = {max_calls_per_pair})")
-            out.append(f"worst case: {num(self.worst_calls)} calls{worst} — every pair using "
-                       f"all its calls{per_pair}, every answer as long as max tokens allows")
-        out.extend(f"note: {n}" for n in self.notes)
+            worst = "" if self.worst_cost is None else f", cost {money(self.worst_cost)}"
+            per_pair = ("all its" if max_calls_per_pair is None
+                        else f"its max_calls_per_pair = {max_calls_per_pair}")
+            out.append(f"worst case: {num(self.worst_calls)} calls{worst} (every pair using "
+                       f"{per_pair} calls, every answer max_tokens long)")
+        out.extend(f"  {name}: {source}" for name, source in self.sources.items())
+        out.extend(f"  note: {n}" for n in self.notes)
         return out
 
 

@@ -128,9 +128,8 @@ def _print_estimate(cfg: AuditConfig, screener: Any, store: Store, out: TextIO,
                          candidates=store.get_candidates(cfg.audit_id), runs=cfg.options.runs,
                          completed=store.completed_pairs(cfg.audit_id),
                          concurrency=cfg.options.concurrency)
-    print("estimate:", file=out)
     for line in est.lines(cfg.options.max_calls_per_pair):
-        print(term_lines(f"  {line}"), file=out)
+        print(term_lines(line), file=out)
 
 
 def destination_line(screener: Any) -> str:

@@ -130,12 +130,14 @@ def test_estimate_arithmetic():
     assert e.cost == pytest.approx((900_000 * 1.0 + 46_800 * 5.0) / 1e6)
     assert e.wall_time_s == math.ceil(600 / 8) * 2.0 == 150.0
     text = "\n".join(e.lines())
-    assert "calls to make: 600" in text and "cost: $1.13" in text
-    assert "2.00 s a call, typed on the Sample page" in text
+    assert text.startswith("estimate: 600 calls, ~900,000 input and ~46,800 output tokens, "
+                           "cost $1.13, wall time 2 min at concurrency 8")   # 150 s
+    assert "  latency: 2.00 s a call, typed on the Sample page" in text
     r = audit_estimate({"screener": {"kind": "openai-chat", "model": "m"}}, frozen_model="m",
                        criteria=RUBRIC, candidates=36, runs=6)
     assert r.calls == 216 and r.cost is None
-    assert "cost: unknown — unknown: no price for 'm'" in "\n".join(r.lines())
+    assert "cost unknown" in r.lines()[0]
+    assert "  cost: unknown: no price for 'm' in the price table" in r.lines()
     # no latency typed or measured: the wall time uses the default and says so
     assert r.wall_time_s == math.ceil(216 / 8) * DEFAULT_LATENCY_S
     assert "a default until the pre-flight measures it" in r.sources["latency"]

@@ -36,10 +36,15 @@ def _sample_cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
-def _line(out: str, name: str) -> str:
-    m = re.search(rf"^  {name}: (.*)$", out, re.M)
+def _estimate(out: str) -> dict[str, str]:
+    """The numbers of the ``estimate:`` line, and the source lines as ``"<name> source"``."""
+    m = re.search(r"^estimate: ([\d,]+) calls, ~([\d,]+) input and ~([\d,]+) output tokens, "
+                  r"cost (.+), wall time (.+) at concurrency (\d+)$", out, re.M)
     assert m, out
-    return m.group(1)
+    found = dict(zip(("calls", "input", "output", "cost", "wall", "concurrency"), m.groups()))
+    for name, source in re.findall(r"^  ([a-z ]+): (.*)$", out, re.M):
+        found[f"{name} source"] = source
+    return found
 
 
 def test_the_sample_command_and_the_sample_page_show_one_estimate(db, tmp_path):
@@ -62,21 +67,17 @@ def test_the_sample_command_and_the_sample_page_show_one_estimate(db, tmp_path):
     at = open_page(app_on("est"), "sample")
     metrics = [(m.label, m.value) for m in at.metric]
     captions = " ".join(plain(c.value) for c in at.caption)
-    out = res.stdout
-    calls = _line(out, "calls to make").split(" ")[0]
-    cost = _line(out, "cost").split(" — ")[0]
-    wall = _line(out, "wall time").split(" at ")[0]
-    assert calls == "35"                                   # 7 candidates × 5 runs
-    assert ("Calls to make", calls) in metrics
-    assert ("Cost", cost) in metrics and cost.startswith("$")
-    assert ("Wall time", wall) in metrics
+    est = _estimate(res.stdout)
+    assert est["calls"] == "35"                            # 7 candidates × 5 runs
+    assert ("Calls to make", est["calls"]) in metrics
+    assert ("Input tokens", est["input"]) in metrics
+    assert ("Output tokens", est["output"]) in metrics
+    assert ("Cost", est["cost"]) in metrics and est["cost"].startswith("$")
+    assert ("Wall time", est["wall"]) in metrics
     # each number's source, word for word: typed latency, no application text, the price
-    for name in ("latency", "input tokens", "cost"):
-        src = _line(out, name if name != "latency" else "wall time").split(" — ", 1)[-1]
-        if name == "latency":
-            src = src.removeprefix("latency ")
-            assert src == "3.00 s a call, typed on the Sample page"
-        assert src in captions, (name, src)
+    assert est["latency source"] == "3.00 s a call, typed on the Sample page"
+    for name in ("latency", "input tokens", "output tokens", "cost"):
+        assert est[f"{name} source"] in captions, (name, est[f"{name} source"])
 
 
 def test_without_an_audit_the_sample_command_says_what_it_does_not_know():
@@ -90,10 +91,14 @@ def test_without_an_audit_the_sample_command_says_what_it_does_not_know():
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert "$0.00" not in out and "~0 s" not in out
-    assert _line(out, "cost").startswith("unknown — unknown: no screener model chosen yet")
-    assert _line(out, "wall time") == ("10 s at 8 calls in flight — latency 2.00 s a call, a "
-                                       "default until the pre-flight measures it")  # ⌈35/8⌉·2
-    assert _line(typed.stdout, "wall time") == ("20 s at 8 calls in flight — latency 4.00 s a "
-                                                "call, given with --latency")       # ⌈35/8⌉·4
+    est = _estimate(out)
+    assert est["cost"] == "unknown"
+    assert est["calls"] == "35"
+    assert "  cost: unknown: no screener model chosen yet, so nothing to price" in out
+    assert est["wall"] == "10 s"                                       # ⌈35/8⌉·2 s
+    assert est["latency source"] == "2.00 s a call, a default until the pre-flight measures it"
+    typed_est = _estimate(typed.stdout)
+    assert typed_est["wall"] == "20 s"                                 # ⌈35/8⌉·4 s
+    assert typed_est["latency source"] == "4.00 s a call, given with --latency"
     bad = _sample_cli("--out", "x.csv", "--db", "only-db.duckdb")
     assert bad.returncode == 2 and "give --db and --audit together" in bad.stderr
