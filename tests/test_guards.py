@@ -20,9 +20,7 @@ from core.ingest import criteria_frame
 from core.report import render_text, report_dict
 from core.run.writer import calls_frame, draws_frame
 from core.store import Store
-
-sys.path.insert(0, str(Path(__file__).parent))
-from apptest_helpers import app_on, open_page, plain  # noqa: E402
+from tests.apptest_helpers import app_on, open_page, plain
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,9 +14,7 @@ import pytest
 from core.demo import demo_freeze_sheet
 from core.ingest import criteria_frame
 from core.store import Store
-
-sys.path.insert(0, str(Path(__file__).parent))
-from apptest_helpers import app_on, open_page, plain  # noqa: E402
+from tests.apptest_helpers import app_on, open_page, plain
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL = ROOT / "tests" / "fixtures" / "pool.csv"
