@@ -29,7 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.freeze import Criterion, FreezeSheet  # noqa: E402
-from core.runner import Runner, RunOptions, _make_clients  # noqa: E402
+from core.run.clients import make_clients  # noqa: E402
+from core.run.engine import Runner  # noqa: E402
+from core.run.options import RunOptions  # noqa: E402
 from core.screeners.http_json import HttpJsonScreener  # noqa: E402
 from core.store import Store  # noqa: E402
 
@@ -74,7 +76,7 @@ def bench_engine(url: str, calls: int, concurrency: int, db: Path) -> float:
 def bench_raw_httpx(url: str, calls: int, concurrency: int) -> float:
     """The floor: the same HTTP clients and concurrency, no engine (no parsing, no store)."""
     async def go() -> float:
-        clients = _make_clients(RunOptions(concurrency=concurrency))
+        clients = make_clients(RunOptions(concurrency=concurrency))
         it = iter(range(calls))
 
         async def worker(client: httpx.AsyncClient) -> None:

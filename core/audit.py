@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from core import criteria as crit_mod
+from core import guards
 from core.criteria import ICC1
 from core.draws import Draws
 from core.errors import GuardError, InputError
@@ -23,8 +24,7 @@ from core.invalid import invalid_answers
 from core.live import LiveAudit, LiveView
 from core.store import Store
 
-__all__ = ["Settings", "AuditResult", "analyze", "analyze_frames", "cache_guard",
-           "sd_interval_table"]
+__all__ = ["Settings", "AuditResult", "analyze", "analyze_frames", "sd_interval_table"]
 
 
 @dataclass(frozen=True)
@@ -51,41 +51,6 @@ class Settings:
         values = {k: v for k, v in (stored or {}).items() if k in known and v is not None}
         values.update({k: v for k, v in given.items() if k in known and v is not None})
         return cls(**values)
-
-
-def cache_guard(payload_counts: pd.DataFrame | None) -> dict[str, Any]:
-    """Distinct raw payloads per candidate (SPEC §3.3).
-
-    Returns ``checked``, ``verdict`` (``"variance test"``, ``"cache test, not a variance test"``
-    or ``"not checked: no raw payloads"``), ``withhold`` and ``single_payload_candidates``.
-    """
-    if payload_counts is None or len(payload_counts) == 0:
-        return {"checked": False, "verdict": "not checked: no raw payloads stored",
-                "withhold": False, "single_payload_candidates": [],
-                "distinct_payloads_min": None}
-    multi = payload_counts[payload_counts["calls_with_payload"] >= 2]
-    if len(multi) == 0:
-        return {"checked": False, "verdict": "not checked: no candidate has two calls yet",
-                "withhold": False, "single_payload_candidates": [],
-                "distinct_payloads_min": None}
-    single = multi[multi["distinct_payloads"] <= 1]["candidate_id"].astype(str).tolist()
-    all_identical = len(multi) > 0 and len(single) == len(multi)
-    return {
-        "checked": True,
-        "verdict": ("cache test, not a variance test" if all_identical else "variance test"),
-        "withhold": all_identical,
-        "single_payload_candidates": single,
-        "distinct_payloads_min": int(multi["distinct_payloads"].min()) if len(multi) else None,
-    }
-
-
-def _group_means(draws: Draws) -> np.ndarray:
-    """(K, C) candidate means of every criterion."""
-    if draws.scores.size == 0:
-        return np.zeros((draws.K, 0))
-    sums = np.zeros((draws.K, draws.scores.shape[1]))
-    np.add.at(sums, draws.cand, np.nan_to_num(draws.scores))
-    return sums / draws.counts[:, None]
 
 
 def sd_interval_table(draws: Draws) -> pd.DataFrame:
@@ -253,27 +218,21 @@ def _analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None,
     _check_settings(s)
     freeze = freeze or {}
     draws = Draws.from_long(long, criteria)
-    guards: dict[str, Any] = {"cache": cache_guard(payload_counts)}
+    sample_size = draws.K if candidates is None else max(draws.K, len(candidates))
+    cache = guards.cache_verdict(payload_counts, sample_size)
+    checks: dict[str, Any] = {"cache": cache.to_dict()}
     notes: list[str] = []
-    # population split: draws reporting another model than the frozen one
-    frozen_model = (freeze.get("model") or "").strip()
-    pop = {"frozen_model": frozen_model or None, "models": {}, "excluded_draws": 0,
-           "flagged": False}
-    if draws.models is not None:
-        models = pd.Series(draws.models).fillna("(not reported)")
-        pop["models"] = {str(k): int(v) for k, v in models.value_counts().items()}
-        if frozen_model:
-            other = (models != frozen_model) & (models != "(not reported)")
-            if other.any():
-                pop["flagged"] = True
-                pop["excluded_draws"] = int(other.sum())
-                keep = ~other.to_numpy()
-                if keep.any():
-                    draws = draws.subset(keep)
-                notes.append(f"{int(other.sum())} draw(s) reported a model other than the "
-                             f"frozen '{frozen_model}': a second population, excluded from the "
-                             "statistics")
-    guards["populations"] = pop
+    # population split: draws reporting another model than the frozen one are left out
+    pops = guards.model_populations(draws.candidate_ids[draws.cand], draws.models,
+                                    freeze.get("model"))
+    if pops.split:
+        keep = ~pops.other
+        if keep.any():
+            draws = draws.subset(keep)
+        notes.append(f"{pops.excluded_draws} draw(s) reported a model other than the frozen "
+                     f"'{pops.frozen_model}': a second population, excluded from the "
+                     "statistics")
+    checks["populations"] = pops.to_dict()
     if "clipped" in long.columns:
         n_clipped = int(long["clipped"].fillna(False).astype(bool).sum())
         if n_clipped:
@@ -282,20 +241,15 @@ def _analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None,
     if draws.K < 2:
         notes.append(f"only {draws.K} candidate has draws: the between-candidate spread, the "
                      "verdicts and the reliability need at least 2 (run the whole sample)")
-    guards["total_source"] = draws.total_source
-    guards["total_mismatch"] = draws.total_mismatch
+    checks["total_source"] = draws.total_source
+    checks["total_mismatch"] = draws.total_mismatch
     if draws.total_mismatch:
         notes.append(f"the screener's total differs from the weighted sum of criteria on "
                      f"{draws.total_mismatch} draw(s); the screener's total is used")
-    if guards["cache"]["withhold"]:
-        guards["statistics_withheld"] = ("every candidate's payloads are byte-identical across "
-                                         "runs: this run is a cache test, not a variance test")
-    elif draws.N > draws.K and float(np.ptp(draws.total - draws.candidate_means()[draws.cand])) \
-            == 0.0 and (draws.scores.size == 0 or np.nanmax(
-                np.abs(draws.scores - _group_means(draws)[draws.cand])) == 0.0):
-        guards["statistics_withheld"] = ("every candidate got exactly the same scores on every "
-                                         "run: the screener is deterministic or cached, so there "
-                                         "is no variance to measure (a 3-run check is enough)")
+    if cache.cache_test:
+        checks["statistics_withheld"] = guards.CACHE_WITHHELD
+    elif guards.identical_scores(draws):
+        checks["statistics_withheld"] = guards.IDENTICAL_SCORES_WITHHELD
     pool_scores = (None if pool is None or len(pool) == 0
                    else pool["first_pass_score"].to_numpy(dtype="float64"))
     configured = s.cutoff
@@ -313,14 +267,14 @@ def _analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None,
         else None
     total_within = live.within_sd
     strata, source = _strata(draws, candidates, float(cutoff), total_within, s)
-    withheld = crit_mod.anchor_gate(strata, s.anchor_min)
+    withheld = guards.anchor_gate(strata, s.anchor_min)
     icc = None if withheld else crit_mod.icc1(draws.cand, draws.total, draws.counts)
     rem = crit_mod.remediation(table) if table is not None else crit_mod.remediation(
         pd.DataFrame(columns=crit_mod.CRITERIA_COLUMNS))
     return AuditResult(
         audit_id=audit_id, freeze=freeze, harness_hash=harness_hash, settings=s,
         configured_cutoff=configured, cutoff=float(cutoff), draws=draws, strata=strata,
-        strata_source=source, guards=guards, criteria=table, remediation=rem, icc=icc,
+        strata_source=source, guards=checks, criteria=table, remediation=rem, icc=icc,
         reliability_withheld=withheld,
         within_sd_ci95=crit_mod.sd_interval(total_within, float(np.sum(draws.counts - 1))),
         sd_intervals=sd_interval_table(draws), live=live,

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from core.errors import AuditError, InputError
-from core.format import csv_safe_frame, term_escape
+from core.format import csv_safe_frame, term_escape, term_lines
 from core.store import DEFAULT_DB
 
 __all__ = ["main", "build_parser", "DEFAULT_DB"]
@@ -152,6 +152,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--reduced", action="store_true",
                    help="reduced preset: 24 band, 6 anchors a side, 6 runs = 216 calls")
     p.add_argument("--out", required=True, help="sample CSV to write")
+    p.add_argument("--db", help="DuckDB file with the audit whose screener, prices and "
+                   "latency the estimate uses (as the Sample page does)")
+    p.add_argument("--audit", help="audit id in --db")
+    p.add_argument("--latency", type=_positive_float, default=None,
+                   help="seconds per call for the wall-time estimate (else the audit's "
+                        "measured or typed latency, else a stated default)")
 
     p = sub.add_parser("demo", help="create the demo audit (offline, seeded)")
     p.add_argument("--db", default=DEFAULT_DB)
@@ -362,8 +368,11 @@ def _cmd_sample(a: argparse.Namespace) -> int:
 
     from core.flip import effective_cutoff
     from core.ingest import validate_pool
-    from core.sample import DEFAULT_DESIGN, REDUCED_DESIGN, estimate_run, stratified_sample
+    from core.sample import DEFAULT_DESIGN, REDUCED_DESIGN, stratified_sample
 
+    if (a.db is None) != (a.audit is None):
+        raise AuditError("give --db and --audit together (the audit whose screener and prices "
+                         "the estimate uses), or neither")
     pool = validate_pool(a.pool).pool
     if a.cutoff is None and a.top_k is None:
         raise AuditError("give --cutoff, or --top K for the effective cutoff of a top-K list")
@@ -387,10 +396,48 @@ def _cmd_sample(a: argparse.Namespace) -> int:
           f"{c['low']} low) around cutoff {cutoff:g} -> {term_escape(a.out)}")
     print(f"design '{design.name}': {design.runs} runs each; one candidate's SD is known to "
           f"{lo:.2f}x - {hi:.2f}x (95%)")
-    print(f"estimate: {estimate_run(sum(c.values()), design.runs).describe()}")
+    for line in _sample_estimate(a, frame.sample, design.runs):
+        print(term_lines(line))
     for s in frame.shortfalls:
         print(f"shortfall: {term_escape(s)}")
     return 0
+
+
+def _sample_estimate(a: argparse.Namespace, sample: pd.DataFrame, runs: int) -> list[str]:
+    """The run's estimate for the drawn sample: :func:`core.estimate.audit_estimate` with the
+    audit's stored settings (``--db``/``--audit``, as the Sample page), or with none — then
+    the cost is unknown and the latency a stated default, never a made-up number."""
+    from core.estimate import audit_estimate
+    from core.freeze import FreezeSheet
+    from core.store import Store
+
+    settings: dict[str, Any] = {"screener": {"kind": "unchosen"}}
+    model, criteria, lines = "", (), []
+    if a.db is not None:
+        if not Path(a.db).exists():
+            raise AuditError(f"the database file {a.db} does not exist")
+        store = Store(a.db, read_only=True)
+        try:
+            if not store.audit_exists(a.audit):
+                raise AuditError(f"no audit '{a.audit}' in {a.db}")
+            audit = store.get_audit(a.audit)
+        finally:
+            store.close()
+        settings = dict(audit["settings"])
+        model = str(audit["freeze"].get("model") or "")
+        try:
+            criteria = FreezeSheet.from_dict(audit["freeze"]).criteria
+        except (AuditError, TypeError):
+            criteria = ()
+    else:
+        lines.append("estimate without an audit (--db/--audit): no screener or prices known")
+    if a.latency is not None:
+        settings = {k: v for k, v in settings.items() if k != "preflight_latency_s"}
+        settings["latency_s"] = a.latency
+    est = audit_estimate(settings, frozen_model=model, criteria=tuple(criteria),
+                         candidates=sample, runs=int(runs), typed_where="given with --latency"
+                         if a.latency is not None else "typed on the Sample page")
+    return lines + est.lines(settings.get("max_calls_per_pair") or 3)
 
 
 def _cmd_demo(a: argparse.Namespace) -> int:

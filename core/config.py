@@ -41,7 +41,7 @@ import pandas as pd
 
 from core.errors import InputError
 from core.freeze import Criterion, FreezeSheet
-from core.runner import MAX_CANDIDATES, PriceTable, RunOptions
+from core.run.options import MAX_CANDIDATES, PriceTable, RunOptions
 from core.screeners.base import Screener, check_key_env_name
 from core.screeners.registry import (
     KINDS,

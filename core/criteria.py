@@ -25,7 +25,6 @@ __all__ = [
     "ICC1",
     "icc1",
     "derive_strata",
-    "anchor_gate",
     "STRATA",
     "CRITERIA_COLUMNS",
 ]
@@ -242,20 +241,3 @@ def derive_strata(scores: pd.Series, cutoff: float, sigma: float, *, band_sigma:
     out[s >= cutoff + anchor_sigma * sigma] = "high"
     out[s <= cutoff - anchor_sigma * sigma] = "low"
     return out
-
-
-def anchor_gate(strata: pd.Series, minimum: int = 6) -> str | None:
-    """Why the reliability ratio is withheld (fewer than ``minimum`` anchors a side), or None."""
-    high = int((strata == "high").sum())
-    low = int((strata == "low").sum())
-    short = []
-    if high < minimum:
-        short.append(f"{high} high")
-    if low < minimum:
-        short.append(f"{low} low")
-    if short:
-        return (f"reliability ratio withheld: the sample has only {' and '.join(short)} "
-                f"anchor(s), fewer than {minimum} on a side — sampling only near the cutoff "
-                "truncates the between-candidate variance and collapses the ratio toward zero")
-    return None
-

@@ -1,11 +1,12 @@
 """What a run will cost before it starts: calls, tokens, money and wall time.
 
-One estimate, one set of inputs (:func:`audit_estimate`): the Sample page and the Run page call
-it with the audit's stored settings and get the same numbers, each with where it comes from —
-*measured* (the pre-flight's median latency), *typed* (a value the user entered), *from the
-applications* (their length and the prompt template, about 4 characters a token), or an
-*assumption* / *default* said as such. The worst case — every pair using all its
-``max_calls_per_pair`` calls, every call writing ``max_tokens`` — is stated next to it.
+One estimate, one set of inputs (:func:`audit_estimate`): the Sample and Run pages and the
+``sample`` and ``run`` commands call it with the audit's stored settings and get the same
+numbers, each with where it comes from — *measured* (the pre-flight's median latency),
+*typed* (a value the user entered), *from the applications* (their length and the prompt
+template, about 4 characters a token), or an *assumption* / *default* said as such. The
+worst case — every pair using all its ``max_calls_per_pair`` calls, every call writing
+``max_tokens`` — is stated next to it.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from typing import Any
 
 import pandas as pd
 
+from core.format import money, num, seconds
+from core.run.options import PriceTable
+
 __all__ = ["ASSUMED_INPUT_TOKENS", "DEFAULT_LATENCY_S", "Estimate", "audit_estimate",
-           "human_seconds", "wall_time"]
+           "wall_time"]
 
 #: Input tokens a call is assumed to take while the sample holds no application text.
 ASSUMED_INPUT_TOKENS = 1500
@@ -36,14 +40,6 @@ def wall_time(calls: int, concurrency: int, latency_s: float | None,
     if rpm:
         wall = max(wall, calls / float(rpm) * 60.0)
     return wall
-
-
-def human_seconds(s: float) -> str:
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 5400:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
 
 
 @dataclass(frozen=True)
@@ -67,20 +63,24 @@ class Estimate:
     #: Calls of the whole run (done ones included); ``calls`` is what is left.
     whole_calls: int | None = None
 
-    def describe(self) -> str:
-        cost = f"${self.cost:,.2f}" if self.cost is not None else "cost unknown (no price)"
-        wall = (f"~{human_seconds(self.wall_time_s)}" if self.wall_time_s is not None
-                else "time unknown (no latency measured yet)")
-        out = (f"{self.calls:,} calls, ~{self.input_tokens:,} input and ~{self.output_tokens:,} "
-               f"output tokens, {cost}, {wall}")
+    def lines(self, max_calls_per_pair: int | None = None) -> list[str]:
+        """The estimate for a terminal (``run`` and ``sample`` print it): the numbers the
+        pages' estimate metrics show, formatted the same way (:mod:`core.format`), then the
+        worst case, the source of each number and the notes."""
+        cost = "unknown" if self.cost is None else money(self.cost)
+        wall = "unknown" if self.wall_time_s is None else seconds(self.wall_time_s)
+        out = [f"estimate: {num(self.calls)} calls, ~{num(self.input_tokens)} input and "
+               f"~{num(self.output_tokens)} output tokens, cost {cost}, wall time {wall} at "
+               f"concurrency {self.concurrency}"]
         if self.worst_calls is not None:
-            worst = ("" if self.worst_cost is None else f", {_money(self.worst_cost)}")
-            out += f"; worst case {self.worst_calls:,} calls{worst}"
+            worst = "" if self.worst_cost is None else f", cost {money(self.worst_cost)}"
+            per_pair = ("all its" if max_calls_per_pair is None
+                        else f"its max_calls_per_pair = {max_calls_per_pair}")
+            out.append(f"worst case: {num(self.worst_calls)} calls{worst} (every pair using "
+                       f"{per_pair} calls, every answer max_tokens long)")
+        out.extend(f"  {name}: {source}" for name, source in self.sources.items())
+        out.extend(f"  note: {n}" for n in self.notes)
         return out
-
-
-def _money(x: float) -> str:
-    return f"${x:,.2f}" if abs(x) >= 0.1 or x == 0 else f"${x:.3g}"
 
 
 def _text(v: Any) -> str:
@@ -90,7 +90,8 @@ def _text(v: Any) -> str:
 def audit_estimate(settings: Mapping[str, Any], *, frozen_model: str,
                    criteria: tuple[Any, ...], candidates: pd.DataFrame | int, runs: int,
                    completed: set[tuple[str, int]] | None = None,
-                   concurrency: int | None = None) -> Estimate:
+                   concurrency: int | None = None,
+                   typed_where: str = "typed on the Sample page") -> Estimate:
     """The estimate of an audit's run from its stored settings (both pages call this).
 
     Parameters
@@ -107,6 +108,11 @@ def audit_estimate(settings: Mapping[str, Any], *, frozen_model: str,
     runs : int
     completed : set, optional
         ``(candidate, run)`` pairs that already have a draw (not estimated again).
+    concurrency : int, optional
+        Calls in flight (default: the settings' ``concurrency``, else 8).
+    typed_where : str
+        Where a typed latency was given, for its source line (the command line says
+        ``"given with --latency"``).
 
     Notes
     -----
@@ -118,7 +124,6 @@ def audit_estimate(settings: Mapping[str, Any], *, frozen_model: str,
     latency`` (no faster than ``rpm``). Worst case: ``calls × max_calls_per_pair`` calls, each
     with ``max_tokens`` output tokens.
     """
-    from core.runner import PriceTable
     from core.screeners.base import render_template, rubric_text
     from core.screeners.openai_chat import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT, DEFAULT_SYSTEM
 
@@ -183,6 +188,8 @@ def audit_estimate(settings: Mapping[str, Any], *, frozen_model: str,
                                 worst_calls * (max_tokens or per_out), 0)
         sources["cost"] = (f"the price table's rate for '{model}' (no prompt-cache discount: "
                            "an upper bound when caching is on)")
+    elif not model:
+        sources["cost"] = "unknown: no screener model chosen yet, so nothing to price"
     else:
         sources["cost"] = f"unknown: no price for '{model}' in the price table"
     # ---- time
@@ -196,7 +203,7 @@ def audit_estimate(settings: Mapping[str, Any], *, frozen_model: str,
         sources["latency"] = f"{latency:.2f} s a call, the simulated screener's setting"
     elif typed is not None:
         latency = float(typed)
-        sources["latency"] = f"{latency:.2f} s a call, typed on the Sample page"
+        sources["latency"] = f"{latency:.2f} s a call, {typed_where}"
     else:
         latency = DEFAULT_LATENCY_S
         sources["latency"] = (f"{latency:.2f} s a call, a default until the pre-flight "
@@ -204,6 +211,7 @@ def audit_estimate(settings: Mapping[str, Any], *, frozen_model: str,
     conc = max(1, int(concurrency or settings.get("concurrency") or 8))
     rpm = settings.get("rpm")
     wall = wall_time(left, conc, latency, rpm)
+    notes.append("token counts are estimates (about 4 characters a token)")
     notes.append("wall time assumes no retries")
     return Estimate(left, in_tok, out_tok, cost, wall, latency, conc, tuple(notes),
                     worst_calls=worst_calls, worst_cost=worst_cost, sources=sources,

@@ -19,13 +19,11 @@ from typing import Any
 
 import pandas as pd
 
+from core.guards import conditioning_warning, recall_conditioned
 from core.screeners.parsing import INVALID_KINDS
 
-__all__ = ["InvalidAnswers", "RECALL_WARN_SHARE", "invalid_answers"]
+__all__ = ["InvalidAnswers", "KIND_NAMES", "invalid_answers"]
 
-#: Above this share of calls being re-calls of invalid answers the report warns that the draws
-#: are conditioned on validity and the flip rate is a lower bound.
-RECALL_WARN_SHARE = 0.05
 KIND_NAMES = {"parse_error": "parse error", "out_of_range": "out of range",
               "truncated": "truncated", "refused": "refused"}
 
@@ -81,17 +79,13 @@ class InvalidAnswers:
 
     @property
     def conditioned(self) -> bool:
-        """True when re-calls exceed :data:`RECALL_WARN_SHARE` of the calls."""
-        share = self.recall_share
-        return share is not None and share > RECALL_WARN_SHARE
+        """True when re-calls exceed the guard's share of the calls
+        (:data:`core.guards.RECALL_WARN_SHARE`)."""
+        return recall_conditioned(self.recall_share)
 
     def warning(self) -> str | None:
-        """The conditioning warning, or None."""
-        if not self.conditioned:
-            return None
-        return (f"{self.recalls:,} of {self.calls:,} calls ({100 * (self.recall_share or 0):.0f}%) "
-                "re-called an invalid answer: the stored draws are conditioned on being valid, "
-                "so the variance and the flip rate are lower bounds")
+        """The conditioning warning (:func:`core.guards.conditioning_warning`), or None."""
+        return conditioning_warning(self.recalls, self.calls)
 
     def to_dict(self, limit: int = 20) -> dict[str, Any]:
         """Plain values for the report (``per_candidate``: the ``limit`` worst)."""

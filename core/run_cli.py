@@ -6,8 +6,9 @@ Wiring: ``add_run_parser(subparsers)`` registers the ``run`` subcommand (``func=
 What it does, in order: read and validate the config; save the audit (freeze sheet, hash,
 settings), its criteria and candidates; refuse without side-effect clearance; print the
 freeze-sheet warnings and the estimate; run (pre-flight first) with a progress bar and ETA on
-stderr; print the guards (cache verdict, model populations). Ctrl-C stops cleanly (in-flight
-calls recorded as cancelled); running the same command again resumes, filling only the missing
+stderr (a live ``rich`` bar on a terminal; a plain line every 5 s otherwise, for logs and CI);
+print the guards (cache verdict, model populations). Ctrl-C stops cleanly (in-flight calls
+recorded as cancelled); running the same command again resumes, filling only the missing
 ``(candidate, run)`` pairs. Exit codes: 0 done, 1 stopped on a finding, by the circuit breaker
 or with pairs missing, 2 bad input or a guard, 130 interrupted.
 
@@ -21,25 +22,26 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import nullcontext
 from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
 from core.config import AuditConfig, load_config, save_audit
 from core.errors import AuditError
 from core.estimate import audit_estimate
 from core.format import term_escape, term_lines
+from core.guards import cache_verdict_of, model_populations_of
 from core.invalid import describe as invalid_lines
 from core.invalid import invalid_answers
-from core.runner import (
-    RunHandle,
-    RunStatus,
-    cache_verdict,
-    model_populations,
-)
+from core.run.handle import RunHandle
+from core.run.status import RunStatus
 from core.screeners.base import scrub
 from core.screeners.registry import CODE_KINDS, describe_code
 from core.store import DEFAULT_DB, Store
 
-__all__ = ["add_run_parser", "format_duration", "progress_line", "run_run"]
+__all__ = ["LiveBar", "add_run_parser", "format_duration", "progress_line", "run_run"]
 
 
 def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -84,6 +86,35 @@ def progress_line(st: RunStatus, width: int = 30) -> str:
             f"errors {st.errors}  retries {st.retries}  ETA {format_duration(st.eta_s)}")
 
 
+class LiveBar:
+    """The progress of a run as a live ``rich`` bar on a terminal: pairs done of all, errors,
+    retries and the engine's ETA (:attr:`RunStatus.eta_s`, the one ETA of the app and the
+    terminal). While it shows, lines written to ``sys.stderr`` appear above it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.console = Console(file=stream, highlight=False, markup=False)
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(),
+            TextColumn("{task.completed}/{task.total}"), TaskProgressColumn(),
+            TextColumn("{task.fields[counts]}"), console=self.console,
+            redirect_stdout=False, redirect_stderr=True, refresh_per_second=5)
+        self.task = self.progress.add_task("run", total=None, counts="")
+
+    def __enter__(self) -> LiveBar:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def update(self, st: RunStatus) -> None:
+        phase = "pre-flight" if st.state == "preflight" else "run"
+        self.progress.update(self.task, description=phase, completed=st.done,
+                             total=st.total or None,
+                             counts=(f"errors {st.errors}  retries {st.retries}  "
+                                     f"ETA {format_duration(st.eta_s)}"))
+
+
 def _print_estimate(cfg: AuditConfig, screener: Any, store: Store, out: TextIO,
                     latency: float | None = None) -> None:
     # the app's estimate of the same audit: one function, the stored settings
@@ -95,23 +126,8 @@ def _print_estimate(cfg: AuditConfig, screener: Any, store: Store, out: TextIO,
                          candidates=store.get_candidates(cfg.audit_id), runs=cfg.options.runs,
                          completed=store.completed_pairs(cfg.audit_id),
                          concurrency=cfg.options.concurrency)
-    cost = "unknown" if est.cost is None else f"${est.cost:,.2f}"
-    wall = "unknown" if est.wall_time_s is None else format_duration(est.wall_time_s)
-    print(f"estimate: {est.calls} calls, ~{est.input_tokens:,} input and "
-          f"~{est.output_tokens:,} output tokens, cost {cost}, wall time {wall} at "
-          f"concurrency {est.concurrency}", file=out)
-    worst = "" if est.worst_cost is None else f", cost {money_or(est.worst_cost)}"
-    print(f"worst case: {est.worst_calls:,} calls{worst} (every pair using its "
-          f"max_calls_per_pair = {cfg.options.max_calls_per_pair} calls, every answer "
-          "max_tokens long)", file=out)
-    for name, source in est.sources.items():
-        print(f"  {name}: {source}", file=out)
-    for note in est.notes:
-        print(f"  note: {note}", file=out)
-
-
-def money_or(x: float) -> str:
-    return f"${x:,.2f}" if abs(x) >= 0.1 or x == 0 else f"${x:.3g}"
+    for line in est.lines(cfg.options.max_calls_per_pair):
+        print(term_lines(line), file=out)
 
 
 def destination_line(screener: Any) -> str:
@@ -176,21 +192,27 @@ def _drive(cfg: AuditConfig, screener: Any, store: Store, show: bool) -> int:
     interrupted = False
     last_line = 0.0
     refined = False
+    bar = LiveBar(err) if tty else None
     try:
-        while not handle.join(0.2):
-            st = handle.status()
-            now = time.monotonic()
-            if not refined and st.state == "running" and st.preflight_latency_s is not None:
-                refined = True
-                if tty:
-                    print(file=err)
-                print(f"pre-flight: median latency {st.preflight_latency_s:.2f} s", file=err)
-                _print_estimate(cfg, screener, store, err, latency=st.preflight_latency_s)
-            if tty:
-                print("\r" + progress_line(st), end="", file=err, flush=True)
-            elif show and now - last_line >= 5.0:
-                print(progress_line(st), file=err, flush=True)
-                last_line = now
+        with bar if bar is not None else nullcontext():
+            while not handle.join(0.2):
+                st = handle.status()
+                now = time.monotonic()
+                if not refined and st.state == "running" \
+                        and st.preflight_latency_s is not None:
+                    refined = True
+                    # sys.stderr, looked up now: above the live bar while it shows
+                    print(f"pre-flight: median latency {st.preflight_latency_s:.2f} s",
+                          file=sys.stderr)
+                    _print_estimate(cfg, screener, store, sys.stderr,
+                                    latency=st.preflight_latency_s)
+                if bar is not None:
+                    bar.update(st)
+                elif show and now - last_line >= 5.0:
+                    print(progress_line(st), file=err, flush=True)
+                    last_line = now
+            if bar is not None:
+                bar.update(handle.status())
     except KeyboardInterrupt:
         interrupted = True
         print("\nstopping: cancelling in-flight calls and writing what is done…", file=err)
@@ -202,8 +224,8 @@ def _drive(cfg: AuditConfig, screener: Any, store: Store, show: bool) -> int:
             except KeyboardInterrupt:
                 print("still stopping (the store stays consistent); wait…", file=err)
     st = handle.status()
-    if show:
-        print(("\r" if tty else "") + progress_line(st), file=err)
+    if show and not tty:
+        print(progress_line(st), file=err)
     if handle.error is not None and not isinstance(handle.error, AuditError):
         print(f"error: {scrub(type(handle.error).__name__)}: {scrub(handle.error)}", file=err)
         return 2
@@ -219,10 +241,10 @@ def _drive(cfg: AuditConfig, screener: Any, store: Store, show: bool) -> int:
                           cfg.options.on_invalid)
     for line in invalid_lines(inv.to_dict()):
         print(term_escape(line), file=err)
-    verdict = cache_verdict(store, cfg.audit_id)
-    print(f"cache guard: {verdict.message}", file=err)
-    pops = model_populations(store, cfg.audit_id, cfg.sheet.model)
-    print(f"model guard: {pops.message}", file=err)
+    verdict = cache_verdict_of(store, cfg.audit_id)
+    print(term_lines(f"cache guard: {verdict.message}"), file=err)
+    pops = model_populations_of(store, cfg.audit_id, cfg.sheet.model)
+    print(term_lines(f"model guard: {pops.message}"), file=err)
     if st.state == "finished" and st.done == st.total:
         print(f"report: python -m core report --db {store.path} --audit {cfg.audit_id} "
               "--format text", file=err)

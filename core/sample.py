@@ -2,6 +2,7 @@
 
 Band candidates (those whose outcome can flip) plus high and low anchors (without which the
 reliability ratio collapses by construction). Seeded and reproducible; shortfalls are named.
+What the sample's run will cost is :func:`core.estimate.audit_estimate` (the one estimate).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import pandas as pd
 
 from core.criteria import sd_interval
 from core.errors import InputError
-from core.estimate import Estimate, wall_time
 
 __all__ = [
     "SampleDesign",
@@ -21,8 +21,6 @@ __all__ = [
     "REDUCED_DESIGN",
     "SampleFrame",
     "stratified_sample",
-    "Estimate",
-    "estimate_run",
 ]
 
 
@@ -143,18 +141,3 @@ def stratified_sample(pool: pd.DataFrame, cutoff: float, spread: float,
         frame.shortfalls.append("fewer than 6 anchors on a side: the reliability ratio will be "
                                 "withheld (flip rates are still computed)")
     return frame
-
-
-def estimate_run(candidates: int, runs: int, *, input_tokens_per_call: int = 1500,
-                 output_tokens_per_call: int = 300, price_in_per_mtok: float | None = None,
-                 price_out_per_mtok: float | None = None, latency_s: float | None = None,
-                 concurrency: int = 8, preflight_runs: int = 3) -> Estimate:
-    """Calls, tokens, cost and wall time of a run (``⌈calls/c⌉·latency``), pre-flight included."""
-    calls = candidates * runs + preflight_runs
-    tin, tout = calls * input_tokens_per_call, calls * output_tokens_per_call
-    cost = None
-    if price_in_per_mtok is not None and price_out_per_mtok is not None:
-        cost = (tin * price_in_per_mtok + tout * price_out_per_mtok) / 1e6
-    return Estimate(calls, tin, tout, cost, wall_time(calls, concurrency, latency_s), latency_s,
-                    concurrency, (f"assumes ~{input_tokens_per_call} input and "
-                                  f"~{output_tokens_per_call} output tokens a call",))

@@ -3,7 +3,7 @@
 The run console, top to bottom: (1) the screener — a form until the audit's first draw, then a
 read-only summary, because the harness is frozen; (2) the estimate — calls, tokens, cost and
 wall time of what is left, refined by the 3-run pre-flight's measured latency, over the price
-table kept with the audit; (3) the run — a background thread (core.runner.RunHandle) held by
+table kept with the audit; (3) the run — a background thread (core.run.handle.RunHandle) held by
 the process-wide registry, so it survives page switches, widget clicks and reloads; this page
 only polls it. An upload is validated and summarised first; nothing is stored before the
 confirm button.
@@ -17,6 +17,7 @@ import streamlit as st
 from core.errors import AuditError
 from core.estimate import audit_estimate
 from core.format import md_escape, money, num, seconds
+from core.guards import cache_verdict_of, model_populations_of
 from core.ingest import (
     FileFaults,
     commit_draws,
@@ -27,7 +28,7 @@ from core.ingest import (
 )
 from core.invalid import describe as invalid_lines
 from core.invalid import invalid_answers
-from core.runner import PriceTable, cache_verdict
+from core.run.options import PriceTable
 from ui import run_forms as forms
 from ui import state
 
@@ -56,7 +57,7 @@ def _guard_panel(summary: pd.DataFrame | None = None) -> None:
     if not len(summary):
         st.caption("No calls stored yet.")
         return
-    verdict = cache_verdict(store, audit_id)
+    verdict = cache_verdict_of(store, audit_id)
     (st.error if verdict.cache_test else st.caption)(md_escape("Cache guard: " + verdict.message
                                                                + "."))
     counts = verdict.table
@@ -79,12 +80,9 @@ def _guard_panel(summary: pd.DataFrame | None = None) -> None:
             lines = lines[:-1]
         st.caption(md_escape(". ".join(x[:1].upper() + x[1:] for x in lines) + "."))
     models = sorted(m for m in summary["model"].unique() if m)
-    frozen = (sheet.model if sheet else "") or ""
-    other = [m for m in models if frozen and m != frozen]
-    if other:
-        st.error(md_escape(f"The screener reported a model id other than the frozen "
-                           f"'{frozen}': {', '.join(other)}. Those draws are a second "
-                           "population and are excluded from the statistics."))
+    pops = model_populations_of(store, audit_id, (sheet.model if sheet else None))
+    if pops.split:
+        st.error(md_escape(pops.message[:1].upper() + pops.message[1:]))
     st.caption(md_escape("Model ids seen: " + (", ".join(models) if models else "none reported")))
     view = summary.rename(columns={"http_status": "HTTP", "mean_latency_ms": "mean latency (ms)"})
     view["mean latency (ms)"] = view["mean latency (ms)"].map(lambda v: num(v, 0))

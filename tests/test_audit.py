@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.audit import Settings, analyze, analyze_frames, cache_guard
+from core.audit import Settings, analyze, analyze_frames
+from core.guards import cache_verdict
 from core.ingest import import_draws
 from core.report import render_text, report_dict
 from tests.support import FIXTURES, anchored_totals, long_frame, totals_frame
@@ -18,19 +19,19 @@ def _payload_counts(distinct: dict[str, int], calls: int = 3) -> pd.DataFrame:
 
 
 def test_cache_guard_all_identical_withholds():
-    g = cache_guard(_payload_counts({"A": 1, "B": 1}))
+    g = cache_verdict(_payload_counts({"A": 1, "B": 1})).to_dict()
     assert g["withhold"] and g["verdict"] == "cache test, not a variance test"
     assert g["single_payload_candidates"] == ["A", "B"]
 
 
 def test_cache_guard_some_identical_lists_them_without_withholding():
-    g = cache_guard(_payload_counts({"A": 1, "B": 3}))
+    g = cache_verdict(_payload_counts({"A": 1, "B": 3})).to_dict()
     assert not g["withhold"] and g["verdict"] == "variance test"
     assert g["single_payload_candidates"] == ["A"] and g["distinct_payloads_min"] == 1
 
 
 def test_cache_guard_without_payloads_is_not_checked():
-    g = cache_guard(None)
+    g = cache_verdict(None).to_dict()
     assert not g["checked"] and not g["withhold"]
 
 

@@ -15,7 +15,6 @@ from scipy import stats
 from core.audit import Settings, analyze_frames, sd_interval_table
 from core.criteria import (
     CRITERIA_COLUMNS,
-    anchor_gate,
     between_sd,
     decompose,
     derive_strata,
@@ -25,6 +24,7 @@ from core.criteria import (
     sd_interval,
 )
 from core.draws import Draws
+from core.guards import anchor_gate
 from tests.support import anchored_totals, long_frame, totals_frame
 
 

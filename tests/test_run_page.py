@@ -21,7 +21,7 @@ from core.demo import demo_freeze_sheet
 from core.estimate import audit_estimate
 from core.format import money
 from core.ingest import criteria_frame
-from core.runner import registry
+from core.run.handle import registry
 from core.screeners.base import render_template, rubric_text
 from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
 from core.screeners.registry import build_screener
@@ -422,7 +422,8 @@ def test_invalid_answer_rates_on_the_criteria_page_and_in_every_report_format(db
 
     from core.audit import analyze
     from core.report import render
-    from core.runner import Runner, RunOptions
+    from core.run.engine import Runner
+    from core.run.options import RunOptions
     audit_id = "rp-invalid"
     _make_audit(db, audit_id, k=8)
     store = Store(db)

@@ -23,19 +23,13 @@ import pandas as pd
 import pytest
 
 from core.errors import GuardError
+from core.estimate import audit_estimate
 from core.freeze import Criterion, FreezeSheet
-from core.runner import (
-    PriceTable,
-    RunHandle,
-    Runner,
-    RunOptions,
-    StopToken,
-    cache_verdict,
-    estimate_run,
-    model_populations,
-    plan_pairs,
-    registry,
-)
+from core.guards import cache_verdict_of, model_populations_of
+from core.run.engine import Runner, plan_pairs
+from core.run.handle import RunHandle, registry
+from core.run.options import PriceTable, RunOptions
+from core.run.status import StopToken
 from core.screeners.http_json import HttpJsonScreener
 from core.screeners.registry import build_screener
 from core.screeners.simulated import SimulatedScreener
@@ -198,17 +192,17 @@ def test_side_effect_clearance_is_required_before_any_call(store, server):
     assert server.log == [] and len(store.load_calls("s")) == 0
 
 
-def test_cache_server_gives_the_cache_verdict(store, server):
+def test_cache_server_gives_the_cache_verdict_of(store, server):
     server.set(cache=True)
     make_audit(store, "c")
     run(store, "c", http_screener(server), runs=4)
-    v = cache_verdict(store, "c")
+    v = cache_verdict_of(store, "c")
     assert v.cache_test and "cache test, not a variance test" in v.message
     assert len(v.single_payload) == 6
     server.set(cache=False)
     make_audit(store, "v")
     run(store, "v", http_screener(server), runs=4)
-    v2 = cache_verdict(store, "v")
+    v2 = cache_verdict_of(store, "v")
     assert not v2.cache_test and v2.single_payload == ()
 
 
@@ -218,10 +212,10 @@ def test_the_cache_guard_waits_for_two_calls_per_candidate(store, server):
     make_audit(store, "wait")
     options = RunOptions(runs=4, concurrency=4, preflight=True, **FAST)
     asyncio.run(Runner(store, "wait", http_screener(server), options, until="preflight").run())
-    v = cache_verdict(store, "wait")
+    v = cache_verdict_of(store, "wait")
     assert not v.cache_test and v.message.startswith("not judged yet: 1 of 6 candidate(s)")
     asyncio.run(Runner(store, "wait", http_screener(server), options).run())
-    assert cache_verdict(store, "wait").message == \
+    assert cache_verdict_of(store, "wait").message == \
         "every one of the 6 candidates got varying payloads"
 
 
@@ -275,7 +269,7 @@ def test_a_different_reported_model_is_a_second_population(store, server):
     server.set(switch_model_after=12, switch_model="fake-model-1-2026-02-01")
     make_audit(store, "d")
     run(store, "d", http_screener(server), concurrency=1)
-    pops = model_populations(store, "d")
+    pops = model_populations_of(store, "d")
     assert pops.split and "second population" in pops.message
     table = pops.table.set_index("model")
     assert table.loc["fake-model-1", "draws"] == 12
@@ -542,19 +536,24 @@ def test_api_key_never_in_errors_findings_or_store(tmp_path, server, monkeypatch
 # ---------------------------------------------------------------------------- estimates
 def test_estimate_counts_missing_calls_tokens_cost_and_wall_time(store, server):
     make_audit(store, "e", model="qwen2.5-7b-instruct-q4_k_m")
-    scr = build_screener("openai-chat", {"base_url": server.url + "/v1",
-                                         "model": "qwen2.5-7b-instruct-q4_k_m"}, criteria=RUBRIC)
     prices = PriceTable({"qwen2.5-7b-instruct-q4_k_m": {"input": 1.0, "output": 4.0}})
+    settings = {"screener": {"kind": "openai-chat", "base_url": server.url + "/v1",
+                             "model": "qwen2.5-7b-instruct-q4_k_m"}}
     cands = store.get_candidates("e")
-    est = estimate_run(scr, cands, 15, completed={("c00", 1), ("c00", 2)}, concurrency=8,
-                       latency_s=2.0, prices=prices)
+    est = audit_estimate({**settings, "prices": prices.to_dict(), "latency_s": 2.0},
+                         frozen_model="qwen2.5-7b-instruct-q4_k_m", criteria=RUBRIC,
+                         candidates=cands, runs=15, completed={("c00", 1), ("c00", 2)},
+                         concurrency=8)
     assert est.calls == 6 * 15 - 2
     assert est.wall_time_s == pytest.approx(11 * 2.0)      # ceil(88 / 8) · 2 s
     assert est.input_tokens > 0 and est.output_tokens == est.calls * (30 + 12 * 4)
     assert est.cost == pytest.approx((est.input_tokens * 1.0 + est.output_tokens * 4.0) / 1e6)
     assert any("estimate" in n for n in est.notes)
-    none = estimate_run(scr, cands, 15, concurrency=8)
-    assert none.cost is None and none.wall_time_s is None
+    none = audit_estimate(settings, frozen_model="qwen2.5-7b-instruct-q4_k_m", criteria=RUBRIC,
+                          candidates=cands, runs=15, concurrency=8)
+    # no price: no cost; no latency measured or typed: a default, said as such
+    assert none.cost is None and "no price" in none.sources["cost"]
+    assert "a default" in none.sources["latency"]
     assert PriceTable.from_dict(prices.to_dict()).to_dict() == prices.to_dict()
 
 
@@ -931,7 +930,6 @@ def test_the_cli_says_which_host_receives_the_key_before_the_first_call(tmp_path
 
 # ---------------------------------------------------------------------------- one estimate
 def test_the_audit_estimate_states_its_sources_and_the_worst_case():
-    from core.estimate import audit_estimate
     cands = pd.DataFrame({"candidate_id": ["a", "b"], "application": ["x" * 400, "y" * 800]})
     settings = {"screener": {"kind": "openai-chat", "base_url": "http://127.0.0.1:1/v1",
                              "prompt": "{application}", "system": "", "max_tokens": 100},
@@ -1036,3 +1034,82 @@ def test_a_small_run_against_a_failing_server_is_judged_on_its_first_calls(store
     assert st.state == "stopped" and st.breaker
     assert "6 of the first 6 calls failed" in st.breaker
     assert st.calls == 6 and "HTTP 503" in st.breaker
+
+
+# ---------------------------------------------------------------------------- progress
+def test_the_run_command_shows_a_live_bar_on_a_terminal_and_plain_lines_otherwise(tmp_path,
+                                                                                  server):
+    """On a terminal: rich's live bar with the engine's ETA. Piped (logs, CI): plain lines
+    with no control sequence at all, ending with the final count."""
+    import pty
+
+    server.set(latency_ms=20)
+    cfg = _write_config(tmp_path, server.url, 3, 4)
+    env = {**os.environ, "FAKE_SCREENER_KEY": SECRET, "PYTHONPATH": str(ROOT),
+           "COLUMNS": "120", "TERM": "xterm"}
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "core", "run", "--config", str(cfg), "--db",
+                             str(tmp_path / "tty.duckdb")], cwd=ROOT, env=env,
+                            stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:          # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(master)
+    shown = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.returncode == 0, shown
+    assert "━" in shown and "ETA" in shown and "12/12" in shown
+    assert "finished: all pairs have a draw" in shown
+
+    piped = subprocess.run([sys.executable, "-m", "core", "run", "--config", str(cfg), "--db",
+                            str(tmp_path / "pipe.duckdb")], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert "\x1b" not in piped.stderr and "━" not in piped.stderr
+    assert "] 12/12 100%" in piped.stderr
+
+
+def test_the_config_reader_loads_the_run_options_without_the_engine():
+    """core.config needs RunOptions and PriceTable only: the engine, its retry library and its
+    writer thread stay unloaded (issue 10: no importer pulls the whole runner for two types)."""
+    code = ("import sys, core.config; "
+            "print(sorted(m for m in sys.modules if m.startswith('core.run')), "
+            "'tenacity' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "['core.run', 'core.run.options'] False"
+
+
+def test_the_retry_wait_honours_and_caps_retry_after_and_backs_off_with_full_jitter():
+    """The wait before a retry: the server's Retry-After capped at retry_after_cap_s (plus at
+    most 1 s of jitter); without one, U(0, min(cap, base·2^(attempt−1)))."""
+    from tenacity import AsyncRetrying, RetryCallState
+
+    from core.run.retry import RetryAfterWait
+    from core.screeners.base import CallFailed
+
+    def state(attempt: int, exc: CallFailed) -> RetryCallState:
+        rs = RetryCallState(AsyncRetrying(), fn=None, args=(), kwargs={})
+        rs.attempt_number = attempt
+        rs.set_exception((type(exc), exc, None))
+        return rs
+
+    wait = RetryAfterWait(base_s=0.5, cap_s=30.0, retry_after_cap_s=120.0)
+    asked = [wait(state(1, CallFailed("429", status=429, retryable=True,
+                                      retry_after=100_000.0))) for _ in range(50)]
+    assert all(120.0 <= w <= 121.0 for w in asked)
+    short = [wait(state(1, CallFailed("429", status=429, retryable=True, retry_after=2.0)))
+             for _ in range(50)]
+    assert all(2.0 <= w <= 2.1 for w in short)
+    third = [wait(state(3, CallFailed("503", status=503, retryable=True))) for _ in range(400)]
+    assert all(0.0 <= w <= 2.0 for w in third) and max(third) > 1.0   # 0.5·2² = 2 s ceiling
+    tenth = [wait(state(10, CallFailed("503", status=503, retryable=True))) for _ in range(400)]
+    assert all(0.0 <= w <= 30.0 for w in tenth) and max(tenth) > 15.0  # capped at 30 s

@@ -9,11 +9,12 @@ import pandas as pd
 import pytest
 
 from core.errors import InputError
+from core.estimate import DEFAULT_LATENCY_S, audit_estimate
+from core.freeze import Criterion
 from core.sample import (
     DEFAULT_DESIGN,
     REDUCED_DESIGN,
     SampleDesign,
-    estimate_run,
     stratified_sample,
 )
 
@@ -112,15 +113,32 @@ def test_bad_inputs():
         stratified_sample(_pool([]), 1, 1)
 
 
+RUBRIC = (Criterion("a", 30.0), Criterion("b", 25.0), Criterion("c", 25.0), Criterion("d", 20.0))
+
+
 def test_estimate_arithmetic():
-    # 40 candidates × 15 runs + 3 pre-flight = 603 calls; tokens 603·1500 and 603·300;
-    # cost = (904,500·$1 + 180,900·$5)/1e6; wall = ceil(603/8)·2 s = 76·2 = 152 s
-    e = estimate_run(40, 15, price_in_per_mtok=1.0, price_out_per_mtok=5.0, latency_s=2.0)
-    assert e.calls == 603
-    assert (e.input_tokens, e.output_tokens) == (904_500, 180_900)
-    assert e.cost == pytest.approx((904_500 * 1.0 + 180_900 * 5.0) / 1e6)
-    assert e.wall_time_s == math.ceil(603 / 8) * 2.0 == 152.0
-    assert "603 calls" in e.describe() and "$1.81" in e.describe()
-    r = estimate_run(36, 6, preflight_runs=0)
-    assert r.calls == 216 and r.cost is None and r.wall_time_s is None
-    assert "cost unknown" in r.describe()
+    # the one estimate (core.estimate.audit_estimate), as the pages and the CLI call it:
+    # 40 candidates × 15 runs = 600 calls (the pre-flight's calls are runs 1-3 of one
+    # candidate, not extra calls); no application text → 1,500 input tokens a call assumed;
+    # 4 criteria → 30 + 12·4 = 78 output tokens a call; tokens 600·1500 and 600·78;
+    # cost = (900,000·$1 + 46,800·$5)/1e6 = $1.134; wall = ceil(600/8)·2 s = 75·2 = 150 s
+    settings = {"screener": {"kind": "openai-chat", "model": "m"}, "latency_s": 2.0,
+                "prices": {"m": {"input": 1.0, "output": 5.0}}}
+    e = audit_estimate(settings, frozen_model="m", criteria=RUBRIC, candidates=40, runs=15)
+    assert e.calls == 600
+    assert (e.input_tokens, e.output_tokens) == (900_000, 46_800)
+    assert e.cost == pytest.approx((900_000 * 1.0 + 46_800 * 5.0) / 1e6)
+    assert e.wall_time_s == math.ceil(600 / 8) * 2.0 == 150.0
+    text = "\n".join(e.lines())
+    assert text.startswith("estimate: 600 calls, ~900,000 input and ~46,800 output tokens, "
+                           "cost $1.13, wall time 2 min at concurrency 8")   # 150 s
+    assert "  latency: 2.00 s a call, typed on the Sample page" in text
+    r = audit_estimate({"screener": {"kind": "openai-chat", "model": "m"}}, frozen_model="m",
+                       criteria=RUBRIC, candidates=36, runs=6)
+    assert r.calls == 216 and r.cost is None
+    assert "cost unknown" in r.lines()[0]
+    assert "  cost: unknown: no price for 'm' in the price table" in r.lines()
+    # no latency typed or measured: the wall time uses the default and says so
+    assert r.wall_time_s == math.ceil(216 / 8) * DEFAULT_LATENCY_S
+    assert "a default until the pre-flight measures it" in r.sources["latency"]
+

@@ -35,9 +35,10 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import AuditError, InputError
+from core.estimate import Estimate
 from core.format import md_escape, money, num, seconds
 from core.freeze import ON_INVALID, FreezeSheet
-from core.runner import Estimate, PriceTable, RunOptions
+from core.run.options import PriceTable, RunOptions
 from core.screeners.base import Screener
 from core.screeners.http_json import DEFAULT_BODY
 from core.screeners.openai_chat import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT, DEFAULT_SYSTEM

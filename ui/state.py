@@ -34,7 +34,7 @@ from core.demo import DEMO_AUDIT_ID, ensure_demo
 from core.errors import AuditError
 from core.format import md_escape
 from core.freeze import FreezeSheet
-from core.runner import RunRegistry, registry
+from core.run.handle import RunRegistry, registry
 from core.serving import access_from, check, email_allowed
 from core.steps import RunProgress, StepStatus, run_progress
 from core.steps import step_status as _core_step_status
