@@ -161,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_compare_parser(sub)
 
-    for mod, adder in (("core.run_cli", "add_run_parser"), ("core.drift_cli",
+    for mod, adder in (("core.run_cli", "add_run_parser"), ("core.drift.cli",
                                                              "add_drift_parser")):
         try:
             module = __import__(mod, fromlist=[adder])
