@@ -11,12 +11,11 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 
-from core.drift.analysis import analyse_drift
+from core.drift.analysis import analyse_drift, drift_variants
 from core.drift.demo import demo_outcomes, demo_panel
 from core.drift.horizon import horizon_weeks, predictive_sd
 from core.drift.local_level import (
     batch_weeks,
-    drift_variants,
     fit_local_level,
     kalman_local_level,
     restricted_loglik,

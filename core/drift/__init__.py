@@ -9,13 +9,14 @@ The modules follow the method, in order:
   (grader severities, batch effects on the reference rater's scale, Cochran's Q of a gap);
 * :mod:`core.drift.local_level` — stage 2: the local-level model with known sampling
   covariance, exact diffuse likelihood and Kalman filter, q by maximum likelihood, boundary LR
-  test of q = 0, profile interval, smoothed path, the drift variants;
+  test of q = 0, profile interval, smoothed path;
 * :mod:`core.drift.horizon` — weeks until the predictive SD reaches a change that matters, and
   the re-audit date;
 * :mod:`core.drift.trend` — monthly trend with a wild cluster bootstrap, per-category trends
   with Holm / BH, deployment contrasts;
 * :mod:`core.drift.outcomes` — the outcome check (Newey–West) and the cost condition;
-* :mod:`core.drift.analysis` — all of it in one call (:func:`~core.drift.analysis.analyse_drift`);
+* :mod:`core.drift.analysis` — stage 1 into stage 2 and the drift variants (the paper's
+  Table 6), and all of it in one call (:func:`~core.drift.analysis.analyse_drift`);
 * :mod:`core.drift.result` — JSON, text and Markdown renderings;
 * :mod:`core.drift.cli` — ``python -m core drift``; :mod:`core.drift.demo` — seeded demo data.
 

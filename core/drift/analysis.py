@@ -1,5 +1,7 @@
 """The whole drift analysis in one call: what the Drift page, the CLI and the store use.
 
+:func:`fit_stage2` puts stage 1's batch effects and covariance into the local-level model and
+:func:`drift_variants` fits it under each set of resets (the paper's Table 6);
 :func:`analyse_drift` runs stage 1 (:mod:`core.drift.severity`), stage 2 with the deployments as
 resets (:mod:`core.drift.local_level`), the horizon (:mod:`core.drift.horizon`), the trends and
 the deployment contrasts (:mod:`core.drift.trend`) on a validated panel
@@ -17,7 +19,12 @@ import numpy as np
 import pandas as pd
 
 from core.drift.horizon import Horizon, horizon
-from core.drift.local_level import LocalLevelFit, drift_variants, fit_stage2
+from core.drift.local_level import (
+    LocalLevelFit,
+    batch_weeks,
+    fit_local_level,
+    segments_from_resets,
+)
 from core.drift.panel import item_level, parse_dates
 from core.drift.severity import (
     Heterogeneity,
@@ -27,11 +34,61 @@ from core.drift.severity import (
     severity_by_category,
 )
 from core.drift.trend import TrendFit, category_trends, deployment_contrasts, monthly_trend
+from core.errors import InputError
 
-__all__ = ["DEFAULT_D_FRACTION", "DriftAnalysis", "analyse_drift"]
+__all__ = ["DEFAULT_D_FRACTION", "DriftAnalysis", "analyse_drift", "drift_variants",
+           "fit_stage2"]
 
 #: Without deployment contrasts, the change that matters is this fraction of the score SD.
 DEFAULT_D_FRACTION = 0.2
+
+
+def drift_variants(sev: SeverityFit, deployments: Iterable[Any] = (),
+                   extra_steps: Iterable[Any] = (), *, covariance: str = "full") -> pd.DataFrame:
+    """q under three assumptions (the paper's Table 6): every interval counts; the state jumps
+    freely at deployments; and also at user-chosen extra step dates.
+
+    Returns ``variant, q, q_low, q_high, innovation_sd, sd_low, sd_high, lr, lr_pvalue,
+    segments``.
+    """
+    deps = parse_dates(deployments)
+    extra = parse_dates(extra_steps, what="extra step dates")
+    specs = [("all intervals", [])]
+    if deps:
+        specs.append(("deployments free", deps))
+    if extra:
+        specs.append(("deployments + extra steps free", deps + extra))
+    rows = []
+    for name, resets in specs:
+        fit = fit_stage2(sev, resets, covariance)
+        rows.append({"variant": name, "q": fit.q, "q_low": fit.q_ci95[0],
+                     "q_high": fit.q_ci95[1], "innovation_sd": fit.innovation_sd,
+                     "sd_low": fit.innovation_sd_ci95[0], "sd_high": fit.innovation_sd_ci95[1],
+                     "lr": fit.lr, "lr_pvalue": fit.lr_pvalue,
+                     "segments": int(fit.segments.max()) + 1})
+    return pd.DataFrame(rows)
+
+
+def fit_stage2(sev: SeverityFit, resets: Iterable[Any] = (),
+               covariance: str = "full") -> LocalLevelFit:
+    """:func:`fit_local_level` on stage 1's adjusted batch effects, the state reset at
+    ``resets``; ``covariance`` ``"full"`` carries stage 1's HC1 covariance (bounded, see
+    :func:`core.drift.severity.fit_severity`), ``"diagonal"`` only its diagonal. A numerically
+    degenerate panel (no sampling noise at all) gives a fit with ``identified=False``."""
+    if covariance not in ("full", "diagonal"):
+        raise InputError(f"covariance must be 'full' or 'diagonal', not {covariance!r}")
+    dates = sev.batches["batch"]
+    V = sev.stage2_cov if covariance == "full" else np.diag(np.diag(sev.stage2_cov))
+    y, w = sev.batches["adjusted"].to_numpy(), batch_weeks(dates)
+    seg = segments_from_resets(dates, resets)
+    try:
+        return fit_local_level(y, w, V, segments=seg)
+    except (np.linalg.LinAlgError, ValueError):
+        # numerically degenerate (e.g. no sampling noise at all): report q as not estimable
+        nan2 = (np.nan, np.nan)
+        return LocalLevelFit(np.nan, nan2, np.nan, nan2, np.nan, np.nan, np.nan, np.nan, y.copy(),
+                             np.sqrt(np.diag(V)), float(V[-1, -1]), seg, w, y, V, covariance,
+                             identified=False)
 
 
 @dataclass(frozen=True, eq=False)

@@ -10,8 +10,9 @@ Stage 1's batch effects are the state plus known sampling error, ``β̂_b = θ_b
   (diagonal ``V``), and the RTS smoother; :func:`smooth_gls` — the smoothed path with full ``V``.
 * :func:`fit_local_level` — q by maximum likelihood on ``q ≥ 0``, :func:`boundary_lr_test` of
   ``q = 0``, :func:`profile_interval` for q, smoothed path with its SE.
-* :func:`fit_stage2` / :func:`drift_variants` — the same on a :class:`SeverityFit`, with the
-  resets of each variant (the paper's Table 6).
+
+The model knows nothing of graders: :func:`core.drift.analysis.fit_stage2` feeds it stage 1's
+batch effects and covariance.
 """
 
 from __future__ import annotations
@@ -25,13 +26,11 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
-from core.drift.panel import DAYS_PER_WEEK, parse_dates
-from core.drift.severity import SeverityFit
-from core.errors import InputError
+from core.drift.panel import DAYS_PER_WEEK
 
-__all__ = ["KalmanOut", "LocalLevelFit", "batch_weeks", "boundary_lr_test", "drift_variants",
-           "fit_local_level", "fit_stage2", "kalman_local_level", "profile_interval",
-           "restricted_loglik", "segments_from_resets", "smooth_gls"]
+__all__ = ["KalmanOut", "LocalLevelFit", "batch_weeks", "boundary_lr_test", "fit_local_level",
+           "kalman_local_level", "profile_interval", "restricted_loglik", "segments_from_resets",
+           "smooth_gls"]
 
 
 def segments_from_resets(batch_dates: Sequence[Any], resets: Iterable[Any] = ()) -> np.ndarray:
@@ -455,53 +454,3 @@ def profile_interval(loglik: Callable[[float], float], qhat: float, lmax: float,
         if cur > scale * 1e9:
             break
     return q_lo, q_hi
-
-
-def drift_variants(sev: SeverityFit, deployments: Iterable[Any] = (),
-                   extra_steps: Iterable[Any] = (), *, covariance: str = "full") -> pd.DataFrame:
-    """q under three assumptions (the paper's Table 6): every interval counts; the state jumps
-    freely at deployments; and also at user-chosen extra step dates.
-
-    Returns ``variant, q, q_low, q_high, innovation_sd, sd_low, sd_high, lr, lr_pvalue,
-    segments``.
-    """
-    deps = parse_dates(deployments)
-    extra = parse_dates(extra_steps, what="extra step dates")
-    specs = [("all intervals", [])]
-    if deps:
-        specs.append(("deployments free", deps))
-    if extra:
-        specs.append(("deployments + extra steps free", deps + extra))
-    rows = []
-    for name, resets in specs:
-        fit = fit_stage2(sev, resets, covariance)
-        rows.append({"variant": name, "q": fit.q, "q_low": fit.q_ci95[0],
-                     "q_high": fit.q_ci95[1], "innovation_sd": fit.innovation_sd,
-                     "sd_low": fit.innovation_sd_ci95[0], "sd_high": fit.innovation_sd_ci95[1],
-                     "lr": fit.lr, "lr_pvalue": fit.lr_pvalue,
-                     "segments": int(fit.segments.max()) + 1})
-    return pd.DataFrame(rows)
-
-
-def fit_stage2(sev: SeverityFit, resets: Iterable[Any] = (),
-               covariance: str = "full") -> LocalLevelFit:
-    """:func:`fit_local_level` on stage 1's adjusted batch effects, the state reset at
-    ``resets``; ``covariance`` ``"full"`` carries stage 1's HC1 covariance (bounded, see
-    :func:`core.drift.severity.fit_severity`), ``"diagonal"`` only its diagonal. A numerically
-    degenerate panel (no sampling noise at all) gives a fit with ``identified=False``."""
-    if covariance not in ("full", "diagonal"):
-        raise InputError(f"covariance must be 'full' or 'diagonal', not {covariance!r}")
-    dates = sev.batches["batch"]
-    V = sev.stage2_cov if covariance == "full" else np.diag(np.diag(sev.stage2_cov))
-    y, w = sev.batches["adjusted"].to_numpy(), batch_weeks(dates)
-    seg = segments_from_resets(dates, resets)
-    try:
-        return fit_local_level(y, w, V, segments=seg)
-    except (np.linalg.LinAlgError, ValueError):
-        # numerically degenerate (e.g. no sampling noise at all): report q as not estimable
-        nan2 = (np.nan, np.nan)
-        return LocalLevelFit(np.nan, nan2, np.nan, nan2, np.nan, np.nan, np.nan, np.nan, y.copy(),
-                             np.sqrt(np.diag(V)), float(V[-1, -1]), seg, w, y, V, covariance,
-                             identified=False)
-
-
