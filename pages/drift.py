@@ -24,7 +24,7 @@ from core.drift.panel import panel_from_audits, read_panel
 from core.drift.result import drift_result_json, reaudit_overdue
 from core.drift.severity import default_reference
 from core.errors import AuditError
-from core.format import fixed, md_escape, p_equals, readable
+from core.format import fixed, md_escape, p_equals, pct, readable
 from ui.state import active_audit, get_store
 
 # ---------------------------------------------------------------- session-state keys (local)
@@ -388,7 +388,7 @@ if st.session_state[K_OUTCOME_BYTES] is not None:
         c3.text_input("Split dates (post − pre)", key=K_SPLITS)
         out = outcome_trend(daily, num, den, splits=st.session_state[K_SPLITS])
         e1, e2, e3 = st.columns(3)
-        e1.metric("Log ratio, % per month", f"{100 * out.pct_per_month:.1f}%")
+        e1.metric("Log ratio, % per month", pct(out.pct_per_month, 1))
         e2.metric("t (Newey–West, 7 lags)", fixed(out.t, 2))
         e3.metric("Evaluation trend / month", fixed(analysis.trend.slope))
         if out.dropped_days:
@@ -407,7 +407,7 @@ k3.number_input("Avoided escalations per month", min_value=0.0, key=K_AVOIDED, s
 try:
     share = break_even_share(st.session_state[K_COST], st.session_state[K_VALUE],
                                 st.session_state[K_AVOIDED])
-    st.metric("Break-even share", "never" if math.isinf(share) else f"{100 * share:.1f}%")
+    st.metric("Break-even share", "never" if math.isinf(share) else pct(share, 1))
     st.caption("The share of the improvement that must be credited to the evaluation for it to "
                "pay for itself — a condition, not an estimate of the evaluation's effect.")
 except AuditError as exc:
