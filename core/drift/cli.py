@@ -53,7 +53,8 @@ def add_drift_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run_drift(args: argparse.Namespace) -> int:
-    """Run the drift analysis for parsed ``args``; print JSON or text; return the exit code."""
+    """Run the drift analysis for parsed ``args``; print JSON, text or Markdown; return the exit
+    code."""
     try:
         if (args.db is None) != (args.screener is None):
             raise AuditError("--db and --screener go together: pass both to save the result, "
