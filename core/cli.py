@@ -169,7 +169,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _add_compare_parser(sub)
 
     for mod, adder in (() if command in _COMMANDS else (
-            ("core.run_cli", "add_run_parser"), ("core.drift_cli", "add_drift_parser"))):
+            ("core.run_cli", "add_run_parser"), ("core.drift.cli", "add_drift_parser"))):
         try:
             module = __import__(mod, fromlist=[adder])
             getattr(module, adder)(sub)

@@ -21,7 +21,7 @@ import pandas as pd
 
 __all__ = ["md_escape", "md_cell", "html_escape", "term_escape", "term_lines", "csv_safe",
            "csv_safe_frame",
-           "pvalue", "num", "pct", "points_change", "pts", "money", "criteria_display",
+           "pvalue", "num", "fixed", "pct", "points_change", "pts", "money", "criteria_display",
            "flip_display", "seconds", "live_line", "LIVE_LINE_RE", "compare_line",
            "COMPARE_LINE_RE", "MISSING", "score_precision", "sd", "share",
            "sd_table", "criteria_column_help", "count", "overdue_text",
@@ -154,6 +154,17 @@ def sd(x: Any, nd: int = 2) -> str:
     if _missing(x):
         return MISSING
     return _no_negative_zero(f"{float(x):.{nd}f}")
+
+
+def fixed(x: Any, nd: int = 3) -> str:
+    """A number with exactly ``nd`` decimals (an estimate, its SE, a p-value beside its
+    statistic): ``—`` for missing, ``∞`` / ``−∞`` for an unbounded end, never ``-0.000``."""
+    if _missing(x):
+        return MISSING
+    v = float(x)
+    if math.isinf(v):
+        return "∞" if v > 0 else "−∞"
+    return _no_negative_zero(f"{v:.{nd}f}")
 
 
 def share(x: Any) -> str:

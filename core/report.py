@@ -312,7 +312,7 @@ def invalidated_by(result: AuditResult) -> list[str]:
     if d and isinstance(d.get("horizon"), dict) and d["horizon"].get("date"):
         h = d["horizon"]
         weeks = h.get("weeks")
-        from core.drift import reaudit_overdue
+        from core.drift.result import reaudit_overdue
         overdue = reaudit_overdue(h["date"])
         items.append((f"drift: {overdue} (re-audit was due by {h['date']}; " if overdue else
                       f"drift: re-audit by {h['date']} (")

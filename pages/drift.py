@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from core import drift as dr
+from core.drift.analysis import DriftAnalysis, analyse_drift
+from core.drift.demo import demo_outcomes, demo_panel
+from core.drift.horizon import horizon
+from core.drift.outcomes import break_even_share, outcome_trend, read_outcome_series
+from core.drift.panel import panel_from_audits, read_panel
+from core.drift.result import drift_result_json, reaudit_overdue
+from core.drift.severity import default_reference
 from core.errors import AuditError
-from core.format import p_equals, readable
+from core.format import fixed, md_escape, p_equals, pct, readable
 from ui.state import active_audit, get_store
 
 # ---------------------------------------------------------------- session-state keys (local)
@@ -55,26 +60,10 @@ BOOT_REPS, BOOT_SEED = 999, 0
 for _k, _v in DEFAULTS.items():
     st.session_state.setdefault(_k, _v)
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
-
-
-def _plain(text: object) -> str:
-    """Escape Markdown so user text (file names, values) shows literally in st.error."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text))
-
-
-def _fmt(x: float | None, nd: int = 3) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "n/a"
-    if isinstance(x, float) and math.isinf(x):
-        return "∞"
-    return f"{x:.{nd}f}"
-
-
 # ---------------------------------------------------------------- callbacks
 def _load_demo() -> None:
     data = DEMO_PANEL.read_bytes() if DEMO_PANEL.exists() else \
-        dr.demo_panel().to_csv(index=False).encode("utf-8")
+        demo_panel().to_csv(index=False).encode("utf-8")
     st.session_state[K_PANEL_BYTES] = data
     st.session_state[K_PANEL_NAME] = "demo_panel.csv"
     st.session_state[K_PANEL_SHA] = hashlib.sha256(data).hexdigest()
@@ -86,7 +75,7 @@ def _load_stored_audits() -> None:
     """The panel from this database's audits: batch = audit date, rater = model snapshot,
     item = candidate, score = total."""
     try:
-        panel = dr.panel_from_audits(get_store())
+        panel = panel_from_audits(get_store())
     except AuditError as exc:
         st.session_state[K_STORED_ERROR] = str(exc)
         return
@@ -99,7 +88,7 @@ def _load_stored_audits() -> None:
 
 
 def _load_demo_outcomes() -> None:
-    st.session_state[K_OUTCOME_BYTES] = dr.demo_outcomes().to_csv(index=False).encode("utf-8")
+    st.session_state[K_OUTCOME_BYTES] = demo_outcomes().to_csv(index=False).encode("utf-8")
     st.session_state[K_OUTCOME_NAME] = "demo_outcomes.csv"
     st.session_state[K_SPLITS] = DEMO_SPLITS
 
@@ -107,14 +96,14 @@ def _load_demo_outcomes() -> None:
 # ---------------------------------------------------------------- cached core calls
 @st.cache_data(show_spinner=False, max_entries=8)
 def _panel(sha: str, name: str, _data: bytes) -> pd.DataFrame:
-    return dr.read_panel(_data, name=name)
+    return read_panel(_data, name=name)
 
 
 @st.cache_data(show_spinner="Fitting severities, drift and trend…", max_entries=16)
 def _analysis(sha: str, name: str, deployments: str, free_steps: str, reference: str | None,
-              covariance: str, _data: bytes) -> dr.DriftAnalysis:
+              covariance: str, _data: bytes) -> DriftAnalysis:
     panel = _panel(sha, name, _data)
-    return dr.analyse_drift(panel, deployments=deployments, free_steps=free_steps,
+    return analyse_drift(panel, deployments=deployments, free_steps=free_steps,
                             reference=reference, covariance=covariance, reps=BOOT_REPS,
                             seed=BOOT_SEED, panel_name=name)
 
@@ -179,7 +168,7 @@ with demo_col:
               help="Every audit in this database with draws: batch = the audit's date, rater = "
                    "the model snapshot that scored, item = candidate, score = total.")
 if st.session_state.get(K_STORED_ERROR):
-    st.error(_plain(st.session_state[K_STORED_ERROR]))
+    st.error(md_escape(st.session_state[K_STORED_ERROR]))
 
 if upload is not None:
     data = upload.getvalue()
@@ -200,7 +189,7 @@ name, sha, data = (st.session_state[K_PANEL_NAME], st.session_state[K_PANEL_SHA]
 try:
     panel = _panel(sha, name, data)
 except AuditError as exc:
-    st.error(_plain(exc))
+    st.error(md_escape(exc))
     st.stop()
 
 st.text(f"Panel: {name} — {len(panel):,} ratings, {panel['batch'].nunique()} batches, "
@@ -208,7 +197,7 @@ st.text(f"Panel: {name} — {len(panel):,} ratings, {panel['batch'].nunique()} b
 
 raters = sorted(panel["rater"].unique().tolist())
 if st.session_state.get(K_REFERENCE) not in raters:
-    st.session_state[K_REFERENCE] = dr.default_reference(panel)
+    st.session_state[K_REFERENCE] = default_reference(panel)
 s1, s2, s3, s4 = st.columns([2, 2, 1, 1])
 s1.text_input("Deployment dates (ISO, comma-separated)", key=K_DEPLOYMENTS,
               help="The state may jump freely at each date (the change log's deployments).")
@@ -225,7 +214,7 @@ try:
                          st.session_state[K_FREE_STEPS], st.session_state[K_REFERENCE],
                          st.session_state[K_COVARIANCE], data)
 except AuditError as exc:
-    st.error(_plain(exc))
+    st.error(md_escape(exc))
     st.stop()
 
 sev, st2 = analysis.severity, analysis.stage2
@@ -266,13 +255,13 @@ if not st2.identified:
 else:
     st.plotly_chart(_smoothed_chart(batches, analysis.deployments), width="stretch")
     q1, q2, q3, q4 = st.columns(4)
-    q1.metric("q (per week)", _fmt(st2.q, 5))
-    q2.metric("q 95% interval", f"{_fmt(st2.q_ci95[0], 5)} – {_fmt(st2.q_ci95[1], 5)}")
-    q3.metric("Innovation SD / week", _fmt(st2.innovation_sd),
-              help=f"95% {_fmt(st2.innovation_sd_ci95[0])} – "
-                   f"{_fmt(st2.innovation_sd_ci95[1])}")
+    q1.metric("q (per week)", fixed(st2.q, 5))
+    q2.metric("q 95% interval", f"{fixed(st2.q_ci95[0], 5)} – {fixed(st2.q_ci95[1], 5)}")
+    q3.metric("Innovation SD / week", fixed(st2.innovation_sd),
+              help=f"95% {fixed(st2.innovation_sd_ci95[0])} – "
+                   f"{fixed(st2.innovation_sd_ci95[1])}")
     q4.metric("LR test of q = 0", p_equals(st2.lr_pvalue),
-              help=f"LR = {_fmt(st2.lr, 2)}; boundary p-value ½·P(χ²₁ > LR)")
+              help=f"LR = {fixed(st2.lr, 2)}; boundary p-value ½·P(χ²₁ > LR)")
     st.caption("q: variance per week of movement the resets (deployments, free steps) do not "
                "explain; profile-likelihood interval.")
     st.dataframe(readable(analysis.variants, nd=4), hide_index=True, width="stretch")
@@ -288,20 +277,20 @@ def _horizon_panel() -> None:
     st.slider("D — a change that matters (score units)", 0.01, hi, key=K_D, step=0.01,
               help="Default: the largest deployment contrast.")
     try:
-        hz = dr.horizon(st2, float(st.session_state[K_D]), sev.batches["batch"].iloc[-1])
+        hz = horizon(st2, float(st.session_state[K_D]), sev.batches["batch"].iloc[-1])
     except AuditError as exc:
-        st.error(_plain(exc))
+        st.error(md_escape(exc))
         return
     h1, h2, h3, h4 = st.columns(4)
-    h1.metric("Predictive SD at 4 weeks", _fmt(hz.sd_at_weeks[4]))
-    h2.metric("at 8 weeks", _fmt(hz.sd_at_weeks[8]))
-    h3.metric("at 12 weeks", _fmt(hz.sd_at_weeks[12]))
-    h4.metric("Weeks until SD reaches D", _fmt(hz.weeks, 1),
-              help=f"95% {_fmt(hz.weeks_ci95[0], 1)} – {_fmt(hz.weeks_ci95[1], 1)} weeks")
+    h1.metric("Predictive SD at 4 weeks", fixed(hz.sd_at_weeks[4]))
+    h2.metric("at 8 weeks", fixed(hz.sd_at_weeks[8]))
+    h3.metric("at 12 weeks", fixed(hz.sd_at_weeks[12]))
+    h4.metric("Weeks until SD reaches D", fixed(hz.weeks, 1),
+              help=f"95% {fixed(hz.weeks_ci95[0], 1)} – {fixed(hz.weeks_ci95[1], 1)} weeks")
     if hz.date is not None:
-        why = (f"last batch {hz.last_batch.isoformat()}; {_fmt(hz.weeks_ci95[0], 1)} to "
-               f"{_fmt(hz.weeks_ci95[1], 1)} weeks")
-        overdue = dr.reaudit_overdue(hz.date)
+        why = (f"last batch {hz.last_batch.isoformat()}; {fixed(hz.weeks_ci95[0], 1)} to "
+               f"{fixed(hz.weeks_ci95[1], 1)} weeks")
+        overdue = reaudit_overdue(hz.date)
         with st.container(key="reaudit"):
             if overdue:
                 st.warning(f"Re-audit {overdue.lower()} — the audit's numbers may no longer "
@@ -329,11 +318,11 @@ def _carry_into_reports(D: float) -> None:
     c2.write("")
     if c2.button("Save to audit reports", key="drift_save", disabled=not screener.strip()):
         try:
-            store.save_drift_result(screener.strip(), dr.drift_result_json(analysis, D))
+            store.save_drift_result(screener.strip(), drift_result_json(analysis, D))
         except AuditError as exc:
-            st.error(_plain(exc))
+            st.error(md_escape(exc))
             return
-        st.success(f"Saved: reports of {_plain(screener.strip())} now carry this re-audit date.")
+        st.success(f"Saved: reports of {md_escape(screener.strip())} now carry this re-audit date.")
 
 
 st.header("Horizon")
@@ -389,7 +378,7 @@ if oup is not None:
         st.session_state[K_OUTCOME_NAME] = oup.name
 if st.session_state[K_OUTCOME_BYTES] is not None:
     try:
-        daily = dr.read_outcome_series(st.session_state[K_OUTCOME_BYTES],
+        daily = read_outcome_series(st.session_state[K_OUTCOME_BYTES],
                                        name=st.session_state[K_OUTCOME_NAME])
         series = [c for c in daily.columns if c != "date"]
         c1, c2, c3 = st.columns(3)
@@ -397,17 +386,17 @@ if st.session_state[K_OUTCOME_BYTES] is not None:
         den = c2.selectbox("Comparison series", series, index=min(1, len(series) - 1),
                            key="drift_outcome_den")
         c3.text_input("Split dates (post − pre)", key=K_SPLITS)
-        out = dr.outcome_trend(daily, num, den, splits=st.session_state[K_SPLITS])
+        out = outcome_trend(daily, num, den, splits=st.session_state[K_SPLITS])
         e1, e2, e3 = st.columns(3)
-        e1.metric("Log ratio, % per month", f"{100 * out.pct_per_month:.1f}%")
-        e2.metric("t (Newey–West, 7 lags)", _fmt(out.t, 2))
-        e3.metric("Evaluation trend / month", _fmt(analysis.trend.slope))
+        e1.metric("Log ratio, % per month", pct(out.pct_per_month, 1))
+        e2.metric("t (Newey–West, 7 lags)", fixed(out.t, 2))
+        e3.metric("Evaluation trend / month", fixed(analysis.trend.slope))
         if out.dropped_days:
             st.caption(f"{out.dropped_days} day(s) with a zero count left out of the log ratio.")
         if not out.splits.empty:
             st.dataframe(readable(out.splits), hide_index=True, width="stretch")
     except AuditError as exc:
-        st.error(_plain(exc))
+        st.error(md_escape(exc))
 
 # ---- cost condition
 st.header("Cost condition")
@@ -416,10 +405,10 @@ k1.number_input("Evaluation cost per month ($)", min_value=0.0, key=K_COST, step
 k2.number_input("Value of one avoided escalation ($)", min_value=0.0, key=K_VALUE, step=10.0)
 k3.number_input("Avoided escalations per month", min_value=0.0, key=K_AVOIDED, step=10.0)
 try:
-    share = dr.break_even_share(st.session_state[K_COST], st.session_state[K_VALUE],
+    share = break_even_share(st.session_state[K_COST], st.session_state[K_VALUE],
                                 st.session_state[K_AVOIDED])
-    st.metric("Break-even share", "never" if math.isinf(share) else f"{100 * share:.1f}%")
+    st.metric("Break-even share", "never" if math.isinf(share) else pct(share, 1))
     st.caption("The share of the improvement that must be credited to the evaluation for it to "
                "pay for itself — a condition, not an estimate of the evaluation's effect.")
 except AuditError as exc:
-    st.error(_plain(exc))
+    st.error(md_escape(exc))

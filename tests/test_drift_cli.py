@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.drift_cli import add_drift_parser, run_drift
+from core.drift.cli import add_drift_parser, run_drift
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -119,3 +119,17 @@ def test_text_output_shows_escape_sequences_in_rater_names_instead_of_obeying_th
     assert code == 0
     assert "\x1b" not in out
     assert "B\\x1b[2J" in out
+
+
+def test_markdown_output_is_a_document_with_the_json_numbers(capsys):
+    assert run(["drift", str(FIX / "drift_small.csv"), "--reps", "0", "--D", "0.6",
+                "--format", "json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert run(["drift", str(FIX / "drift_small.csv"), "--reps", "0", "--D", "0.6",
+                "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert md.startswith("# Drift and grader severity — drift\\_small\\.csv\n")
+    for heading in ("## Grader severity", "## Batches", "## Drift", "## Horizon", "## Trend"):
+        assert f"\n{heading}" in md
+    assert f"**re-audit by {res['horizon']['date']}" in md
+    assert f"| B | {res['raters'][0]['severity']:.3f} |" in md

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from core import drift as dr
+from core.drift.analysis import analyse_drift
+from core.drift.panel import read_panel
 
 PAGE = Path(__file__).resolve().parents[1] / "pages" / "drift.py"
 
@@ -28,8 +29,8 @@ def test_page_loads_demo_panel_and_shows_reference_rater_q_and_reaudit_date():
     assert not at.error, [e.value for e in at.error]
     assert _metric(at, "Reference rater") == "A"
     # the numbers on the page are core.drift's numbers for the shipped demo panel
-    panel = dr.read_panel(str(Path(__file__).resolve().parents[1] / "data" / "demo_panel.csv"))
-    a = dr.analyse_drift(panel, deployments="2026-04-12, 2026-07-16, 2026-07-29", reps=0)
+    panel = read_panel(str(Path(__file__).resolve().parents[1] / "data" / "demo_panel.csv"))
+    a = analyse_drift(panel, deployments="2026-04-12, 2026-07-16, 2026-07-29", reps=0)
     assert _metric(at, "q (per week)") == f"{a.stage2.q:.5f}"
     assert float(_metric(at, "q (per week)")) > 0
     # the demo's re-audit date has passed: it reads as overdue (warning colour), with how long

@@ -1,4 +1,4 @@
-"""``python -m core drift PANEL …`` — the drift analysis, headless.
+"""``python -m core drift PANEL …`` — the drift analysis, headless (text, Markdown or JSON).
 
 Wiring: ``add_drift_parser(subparsers)`` registers the ``drift`` subcommand (and sets
 ``func=run_drift``); ``run_drift(args)`` returns the exit code: 0 ok, 2 bad input (one line on
@@ -12,7 +12,9 @@ import json
 import sys
 from typing import Any
 
-from core.drift import analyse_drift, drift_result_json, format_drift_text, read_panel
+from core.drift.analysis import analyse_drift
+from core.drift.panel import read_panel
+from core.drift.result import drift_result_json, format_drift_markdown, format_drift_text
 from core.errors import AuditError
 from core.format import term_lines
 
@@ -44,13 +46,15 @@ def add_drift_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--db", default=None, help="audit database; with --screener, save the result")
     p.add_argument("--screener", default=None,
                    help="screener name under which the result is saved (needs --db)")
-    p.add_argument("--format", choices=["json", "text"], default="text")
+    p.add_argument("--format", choices=["json", "text", "md"], default="text",
+                   help="json (the saved result), text (terminal) or md (Markdown)")
     p.set_defaults(func=run_drift)
     return p
 
 
 def run_drift(args: argparse.Namespace) -> int:
-    """Run the drift analysis for parsed ``args``; print JSON or text; return the exit code."""
+    """Run the drift analysis for parsed ``args``; print JSON, text or Markdown; return the exit
+    code."""
     try:
         if (args.db is None) != (args.screener is None):
             raise AuditError("--db and --screener go together: pass both to save the result, "
@@ -77,6 +81,8 @@ def run_drift(args: argparse.Namespace) -> int:
         return 2
     if args.format == "json":
         print(json.dumps(result, indent=2, allow_nan=False))
+    elif args.format == "md":
+        print(term_lines(format_drift_markdown(result)), end="")
     else:
         print(term_lines(format_drift_text(result)))
     return 0
