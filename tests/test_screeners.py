@@ -12,8 +12,9 @@ import pytest
 
 from core.errors import InputError
 from core.freeze import Criterion
-from core.screeners.base import ScreenRequest, parse_retry_after, register_secret, scrub
+from core.screeners.base import ScreenRequest, register_secret, scrub
 from core.screeners.command import CommandScreener
+from core.screeners.http import parse_retry_after
 from core.screeners.http_json import fill_body
 from core.screeners.parsing import ParseError, ParseSpec, extract_json, parse_scores
 from core.screeners.python_fn import PythonScreener

@@ -2,8 +2,7 @@
 
 ``simulated`` (in-process, the demo's default), ``http_json`` (your own endpoint),
 ``openai_chat`` (any OpenAI-compatible server), ``anthropic`` (Messages API), ``command``
-(a program per draw) and ``python_fn`` (a ``module:function``). Build one from a config with
+(a program per draw) and ``python_fn`` (a ``module:function``). The kinds are listed by
+:data:`core.screeners.registry.SCREENERS`; build one from a config's options with
 :func:`core.screeners.registry.build_screener`.
 """
-
-KINDS = ("simulated", "http-json", "openai-chat", "anthropic", "command", "python")
