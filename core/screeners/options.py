@@ -11,7 +11,10 @@ Fields may carry hints for the Run page's generated form in ``json_schema_extra`
 ``{"widget": "textarea"}`` (long text), ``{"widget": "lines"}`` (a mapping written as
 ``key = value`` lines), ``{"widget": "json"}`` (any JSON value), ``{"placeholder": …}``,
 ``{"choices": {value: label}}`` (labels of a ``Literal``'s values), ``{"columns": 1}`` (a narrow
-field, laid out two to a row).
+field, laid out two to a row), ``{"order": -1}`` (a primary field, drawn first),
+``{"default_value": …}`` (what the form starts with when the option is not set),
+``{"default_for_rubric": True}`` (an answer format starting on the rubric's default),
+``{"secret_name": True}`` (the *name* of a variable holding a key, never the key).
 
 This module imports pydantic (about 0.1 s the first time): only code that validates a config or
 builds a screener loads it — never the engine, the slider path or the pages other than Run.
@@ -130,11 +133,11 @@ class ChatOptions(HttpOptions):
         None, title="Prompt template",
         description="{application} is replaced by the candidate's application, {rubric} by "
                     "the frozen criteria, {candidate_id} and {request_id} by theirs.",
-        json_schema_extra={"widget": "textarea", "default_from": "DEFAULT_PROMPT"})
+        json_schema_extra={"widget": "textarea", "default_value": DEFAULT_PROMPT})
     system: str | None = Field(
         None, title="System template",
         description="Sent as the system message (empty: none). Same placeholders.",
-        json_schema_extra={"widget": "textarea", "default_from": "DEFAULT_SYSTEM"})
+        json_schema_extra={"widget": "textarea", "default_value": DEFAULT_SYSTEM})
     prompt_template: str | None = config_only(
         description="A file (relative to the config) holding the prompt template.")
     system_template: str | None = config_only(
@@ -144,7 +147,7 @@ class ChatOptions(HttpOptions):
         description="A JSON schema built from the frozen criteria (one number per criterion "
                     "within 0..max, nothing else) keeps a small model from inventing keys. "
                     "Frozen with the sheet.",
-        json_schema_extra={"columns": 1, "choices": {
+        json_schema_extra={"columns": 1, "default_for_rubric": True, "choices": {
             "json_schema": "JSON schema from the rubric (the server enforces the keys and "
                            "ranges)",
             "json_object": "any JSON object (the model chooses the keys)",
