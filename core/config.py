@@ -283,9 +283,7 @@ def parse_config(text: str, *, base_dir: str | Path = ".", source: str | None = 
     on_invalid = on_invalid or "recall"
     answer = answer_fields(kind, screener, tuple(criteria), on_invalid)
 
-    endpoint = harness.endpoint or screener.get("base_url") or screener.get("url") or (
-        f"command: {screener.get('command')}" if kind == "command" else
-        f"python: {screener.get('function')}" if kind == "python" else kind)
+    endpoint = harness.endpoint or SCREENERS[kind].endpoint(scr)
     sheet_fields = {
         "req_id": audit.req_id, "req_title": audit.req_title, "gates": audit.gates,
         "screener": harness.screener or kind,

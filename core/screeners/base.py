@@ -269,6 +269,16 @@ class Screener(abc.ABC):
                 "max_tokens": None}
 
     @classmethod
+    def endpoint(cls, options: Any) -> str:
+        """Where its calls go, for the freeze sheet's ``endpoint`` (hashed with the sheet):
+        the ``base_url`` or ``url`` the options set, else the kind."""
+        given = getattr(options, "model_fields_set", set())
+        for key in ("base_url", "url"):
+            if key in given and getattr(options, key, None):
+                return str(getattr(options, key))
+        return cls.kind
+
+    @classmethod
     def describe_code(cls, options: Any) -> str:
         """What a code-running adapter would run, in one line (printed before it runs)."""
         return f"a {cls.kind} screener"

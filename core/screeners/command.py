@@ -89,6 +89,10 @@ class CommandScreener(Screener):
                    else str(base.resolve()))
 
     @classmethod
+    def endpoint(cls, options: CommandOptions) -> str:
+        return f"command: {options.command}"
+
+    @classmethod
     def describe_code(cls, options: CommandOptions) -> str:
         return ("the program " + shlex.join(options.argv()) + " (once per draw, the "
                 "application on " + ("stdin)" if options.input == "stdin" else "a file)"))

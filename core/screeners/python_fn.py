@@ -87,6 +87,10 @@ class PythonScreener(Screener):
                    parse=options.parse_spec())
 
     @classmethod
+    def endpoint(cls, options: PythonOptions) -> str:
+        return f"python: {options.function}"
+
+    @classmethod
     def describe_code(cls, options: PythonOptions) -> str:
         return f"the Python function {options.function} (imported into this process)"
 
