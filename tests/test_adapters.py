@@ -310,3 +310,42 @@ def test_every_module_of_the_package_is_imported_by_the_registry():
                        "python": "core.screeners.python_fn"}
     assert importlib.import_module("core.screeners.registry").CODE_KINDS == {"command",
                                                                              "python"}
+
+
+# ---------------------------------------------------------------------------- retry rules
+@pytest.mark.parametrize(("status", "retried"), [(429, True), (503, True), (404, False),
+                                                 (400, False)])
+def test_an_adapters_retry_rule_classifies_a_real_servers_answers(status, retried):
+    import asyncio
+
+    from core.screeners.base import CallFailed
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fakeserver import FakeServer
+    with FakeServer(status_override=status) as srv:
+        for kind, opts in (("openai-chat", {"base_url": srv.url + "/v1"}),
+                           ("anthropic", {"base_url": srv.url}),
+                           ("http-json", {"url": srv.url + "/score"})):
+            scr = build_screener(kind, {"model": "m-1", **opts}, criteria=RUBRIC)
+            with pytest.raises(CallFailed) as e:
+                asyncio.run(_call_with_client(scr))
+            assert e.value.retryable is retried and scr.should_retry(e.value) is retried, kind
+            assert e.value.finding is (not retried), kind
+            assert e.value.status == status
+
+
+async def _call_with_client(scr: Screener) -> RawResult:
+    import httpx
+    async with httpx.AsyncClient(timeout=10) as client:
+        return await scr.call(client, ScreenRequest("r" * 32, "c1", 1, "text", 0))
+
+
+def test_the_anthropic_adapter_also_retries_an_overloaded_body_the_others_do_not():
+    overloaded = '{"type": "error", "error": {"type": "overloaded_error", "message": "x"}}'
+    anthropic = build_screener("anthropic", {"model": "m-1"}, criteria=RUBRIC)
+    openai = build_screener("openai-chat", {"model": "m-1",
+                                            "base_url": "http://127.0.0.1:9/v1"},
+                            criteria=RUBRIC)
+    assert anthropic.retryable_http(400, overloaded) and not openai.retryable_http(400,
+                                                                                  overloaded)
+    assert not anthropic.retryable_http(400, '{"error": {"message": "temperature"}}')
+    assert not anthropic.should_retry(ValueError("not a call failure"))
