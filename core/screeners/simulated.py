@@ -34,8 +34,7 @@ class SimulatedOptions(ScreenerOptions):
     kind: Literal["simulated"] = "simulated"
     latency_ms: int = Field(
         0, ge=0, le=600_000, title="Simulated latency per call (ms)",
-        description="Each call waits this long, to imitate a remote screener.",
-        json_schema_extra={"columns": 1, "step": 50})
+        json_schema_extra={"columns": 1, "step": 50})   # no help text: the label says it all
     seed: int | None = config_only(description="Seed of the simulation (default: the audit's).")
     # how its (always well-formed) answer is read: settable in a config, not on the form
     parse: Literal["flat", "nested", "paths"] = config_only("flat")
