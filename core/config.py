@@ -29,55 +29,109 @@ and ``on_invalid`` are written into the freeze sheet: they change what is measur
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import tomllib
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, create_model
 
 from core.errors import InputError
 from core.freeze import Criterion, FreezeSheet
 from core.run.options import MAX_CANDIDATES, PriceTable, RunOptions
-from core.screeners.base import Screener, check_key_env_name
+from core.screeners.base import Screener
+from core.screeners.options import input_error
+from core.screeners.prompts import overhead_chars
 from core.screeners.registry import (
-    KINDS,
+    SCREENERS,
     answer_fields,
     build_screener,
-    inside_folder,
-    parse_spec_from,
+    options_union,
 )
+from core.screeners.safety import check_key_env_name, inside_folder
+from core.tables import Limits, read_table
 
 __all__ = ["SAMPLE_COLUMNS", "AuditConfig", "load_config", "load_sample", "parse_config",
-           "prompt_overhead_chars", "save_audit"]
+           "save_audit"]
 
 SAMPLE_COLUMNS = ["candidate_id", "stratum", "first_pass_score", "application"]
-_SECTIONS = {"audit", "harness", "criteria", "screener", "run", "prices"}
-_AUDIT_KEYS = {"id", "req_id", "req_title", "gates", "cutoff", "applications_per_req"}
-_HARNESS_KEYS = {"screener", "screener_version", "model", "prompt_version", "rubric_version",
-                 "parser_version", "sampling", "temperature", "top_p", "top_k", "endpoint",
-                 "side_effect_free", "result_cache_off", "prefix_caching",
-                 "distinct_request_ids"}
-_RUN_KEYS = {"runs", "concurrency", "sample", "seed", "timeout_s", "connect_timeout_s",
-             "max_retries", "backoff_base_s", "backoff_cap_s", "retry_after_cap_s", "rpm",
-             "preflight", "max_calls_per_pair", "stop_on_finding", "on_invalid", "breaker",
-             "breaker_first_calls", "breaker_fail_share", "breaker_consecutive",
-             "call_deadline_s", "run_deadline_s", "retry_wait_total_s", "max_response_bytes",
-             "max_application_bytes", "batch_rows", "flush_s"}
 #: Largest application text read from a file, and largest sample file.
 MAX_APPLICATION_BYTES = 1_000_000
 MAX_SAMPLE_BYTES = 100_000_000
 _SECRET_KEY = re.compile(r"(^|_)(api_?key|key|token|secret|password|bearer)$", re.IGNORECASE)
 
 
-def _unknown(section: str, data: Mapping[str, Any], allowed: set[str]) -> None:
-    extra = sorted(set(data) - allowed)
-    if extra:
-        raise InputError(f"unknown field(s) in [{section}]: {', '.join(extra)}; allowed: "
-                         f"{', '.join(sorted(allowed))}")
+# ============================================================================ the sections
+class _Section(BaseModel):
+    """A TOML table: typed values (TOML has types: no text-to-number coercion), no unknown
+    keys."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _Top(_Section):
+    audit: dict[str, Any] = {}
+    harness: dict[str, Any] = {}
+    criteria: list[Any] = []
+    screener: dict[str, Any] = {}
+    run: dict[str, Any] = {}
+    prices: dict[str, Any] | None = None
+
+
+class _Audit(_Section):
+    id: str = ""
+    req_id: str = ""
+    req_title: str = ""
+    gates: str = "sorted-list"
+    cutoff: float | None = None
+    applications_per_req: int | None = Field(None, ge=0)
+
+
+class _Harness(_Section):
+    screener: str | None = None
+    screener_version: str = ""
+    model: str = ""
+    prompt_version: str = ""
+    rubric_version: str = ""
+    parser_version: str | None = None
+    sampling: str = "not-exposed"
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    endpoint: str | None = None
+    side_effect_free: bool = False
+    result_cache_off: bool = False
+    prefix_caching: bool = False
+    distinct_request_ids: bool = True
+
+
+class _Criterion(_Section):
+    name: str = Field(min_length=1)
+    max: float | None = Field(None, gt=0, allow_inf_nan=False)
+    weight: float = 1.0
+
+
+#: ``[run]``: the engine's options (their bounds are :class:`RunOptions`' own), the sample and
+#: the application size cap.
+_Run: type[_Section] = create_model(
+    "_Run", __base__=_Section,
+    sample=(str | None, None),
+    max_application_bytes=(StrictInt, Field(MAX_APPLICATION_BYTES, ge=1, le=50_000_000)),
+    **{f.name: (typing.get_type_hints(RunOptions)[f.name], f.default)
+       for f in dataclasses.fields(RunOptions)})
+
+
+def _section(model: type[BaseModel], data: Any, section: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise input_error(exc, section, model=model) from None
 
 
 def _refuse_secrets(data: Any, where: str) -> None:
@@ -132,8 +186,8 @@ class AuditConfig:
         screener = dict(self.screener_options)
         screener["kind"] = self.screener_kind
         extra: dict[str, Any] = {}
-        if self.screener_kind in ("openai-chat", "anthropic"):
-            extra["prompt_overhead_chars"] = prompt_overhead_chars(
+        if "prompt" in SCREENERS[self.screener_kind].Options.model_fields:   # a chat kind
+            extra["prompt_overhead_chars"] = overhead_chars(
                 self.screener_options, self.criteria, self.base_dir)
         return {
             **extra,
@@ -158,22 +212,6 @@ class AuditConfig:
         return load_sample(self.sample_path, max_application_bytes=self.max_application_bytes)
 
 
-def prompt_overhead_chars(options: Mapping[str, Any], criteria: tuple[Criterion, ...],
-                          base_dir: str | Path = ".") -> int:
-    """Characters of the system and prompt templates rendered without an application (the
-    part of every call's input that is not the application)."""
-    from core.screeners.base import render_template, rubric_text
-    from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
-    from core.screeners.registry import _text
-
-    base = Path(base_dir)
-    prompt = _text(options, "prompt_template", "prompt", base, DEFAULT_PROMPT) or ""
-    system = _text(options, "system_template", "system", base, DEFAULT_SYSTEM) or ""
-    values = {"rubric": rubric_text(tuple(criteria)), "application": "", "candidate_id": "",
-              "request_id": "0" * 32}
-    return len(render_template(prompt, values)) + len(render_template(system, values))
-
-
 def load_config(path: str | Path) -> AuditConfig:
     """Read and validate ``audit.toml``."""
     p = Path(path)
@@ -186,91 +224,78 @@ def load_config(path: str | Path) -> AuditConfig:
 
 def parse_config(text: str, *, base_dir: str | Path = ".", source: str | None = None
                  ) -> AuditConfig:
-    """Validate a TOML config given as text (relative paths resolve against ``base_dir``)."""
+    """Validate a TOML config given as text (relative paths resolve against ``base_dir``).
+
+    Each table is checked by a pydantic model; the ``[screener]`` table by the union of the
+    adapters' options models keyed on ``kind``. The first mistake is one line naming the table
+    and the key, with the nearest valid key for a typo (:mod:`core.screeners.options`).
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"not valid TOML: {exc}", file=source) from None
-    _unknown("top level", data, _SECTIONS)
     _refuse_secrets(data, "config")
+    top = _section(_Top, data, "config")
     base = Path(base_dir)
-    audit = dict(data.get("audit") or {})
-    harness = dict(data.get("harness") or {})
-    screener = dict(data.get("screener") or {})
-    run = dict(data.get("run") or {})
-    _unknown("audit", audit, _AUDIT_KEYS)
-    _unknown("harness", harness, _HARNESS_KEYS)
-    _unknown("run", run, _RUN_KEYS)
-    audit_id = str(audit.get("id") or "").strip()
+    audit = _section(_Audit, top.audit, "audit")
+    harness = _section(_Harness, top.harness, "harness")
+    run = _section(_Run, top.run, "run")
+    audit_id = audit.id.strip()
     if not audit_id:
         raise InputError("[audit] needs an id (field 'id'), e.g. id = \"eng-2291-r7\"")
 
     criteria = []
-    for i, c in enumerate(data.get("criteria") or []):
-        if not isinstance(c, Mapping) or not c.get("name"):
+    for i, c in enumerate(top.criteria):
+        name = c.get("name") if isinstance(c, Mapping) else None
+        if not name:
             raise InputError(f"[[criteria]] item {i + 1} needs a name")
-        _unknown(f"criteria {c.get('name')}", c, {"name", "max", "weight"})
-        try:
-            mx = None if c.get("max") is None else float(c["max"])
-            w = float(c.get("weight", 1.0))
-        except (TypeError, ValueError):
-            raise InputError(f"[[criteria]] '{c['name']}': max and weight must be "
-                             "numbers") from None
-        if mx is not None and not (math.isfinite(mx) and mx > 0):
-            raise InputError(f"[[criteria]] '{c['name']}': max must be positive")
-        criteria.append(Criterion(str(c["name"]), mx, w))
+        item = _section(_Criterion, c, f"criteria '{name}'")
+        criteria.append(Criterion(item.name, item.max, item.weight))
     if any(c.name == "total" for c in criteria):
         raise InputError("[[criteria]]: 'total' is reserved for the screener's total")
 
-    kind = str(screener.pop("kind", "simulated"))
-    if kind not in KINDS:
-        raise InputError(f"[screener] kind must be one of {', '.join(KINDS)}; got '{kind}'")
-    model = str(harness.get("model") or "")
-    if screener.get("model") and model and str(screener["model"]) != model:
-        raise InputError(f"[screener] model '{screener['model']}' differs from the frozen "
+    raw = {"kind": "simulated", **top.screener}
+    models = {k: c.Options for k, c in SCREENERS.items()}
+    try:
+        scr = options_union().validate_python(raw)
+    except ValidationError as exc:
+        raise input_error(exc, "screener", models=models) from None
+    kind = scr.kind
+    model = harness.model
+    if scr.model and model and scr.model != model:
+        raise InputError(f"[screener] model '{scr.model}' differs from the frozen "
                          f"[harness] model '{model}': the run must call the frozen model")
-    if not model:
-        model = str(screener.get("model") or ("sim-screener-1" if kind == "simulated" else ""))
+    model = model or scr.model or ("sim-screener-1" if kind == "simulated" else "")
     if not model:
         raise InputError("[harness] needs the exact model id (field 'model')")
+    screener = {k: v for k, v in raw.items() if k != "kind"}
     screener.setdefault("model", model)
-    spec = parse_spec_from(screener)  # validates the parse preset early
-    if screener.get("api_key_env"):
-        check_key_env_name(str(screener["api_key_env"]))
+    if getattr(scr, "api_key_env", None):
+        check_key_env_name(str(scr.api_key_env))
 
     # invalid answers: [run] on_invalid, or the older [screener] out_of_range = "clip"
-    on_invalid = run.get("on_invalid")
-    if spec.out_of_range == "clip":
+    on_invalid = top.run.get("on_invalid")
+    if scr.out_of_range == "clip":
         if on_invalid not in (None, "clip"):
             raise InputError(f"[screener] out_of_range = \"clip\" contradicts [run] on_invalid "
                              f"= \"{on_invalid}\": keep one (on_invalid)")
         on_invalid = "clip"
-    run["on_invalid"] = on_invalid or "recall"
-    answer = answer_fields(kind, screener, tuple(criteria), run["on_invalid"])
+    on_invalid = on_invalid or "recall"
+    answer = answer_fields(kind, screener, tuple(criteria), on_invalid)
 
-    endpoint = harness.get("endpoint") or screener.get("base_url") or screener.get("url") or (
-        f"command: {screener.get('command')}" if kind == "command" else
-        f"python: {screener.get('function')}" if kind == "python" else kind)
+    endpoint = harness.endpoint or SCREENERS[kind].endpoint(scr)
     sheet_fields = {
-        "req_id": str(audit.get("req_id") or ""),
-        "req_title": str(audit.get("req_title") or ""),
-        "gates": str(audit.get("gates", "sorted-list")),
-        "screener": str(harness.get("screener") or kind),
-        "screener_version": str(harness.get("screener_version") or ""),
-        "model": model,
-        "prompt_version": str(harness.get("prompt_version") or ""),
-        "rubric_version": str(harness.get("rubric_version") or ""),
-        "parser_version": str(harness.get("parser_version") or
-                              f"{screener.get('parse', 'flat')}"),
-        "sampling": str(harness.get("sampling", "not-exposed")),
-        "temperature": harness.get("temperature"),
-        "top_p": harness.get("top_p"),
-        "top_k": harness.get("top_k"),
-        "endpoint": str(endpoint),
-        "side_effect_free": bool(harness.get("side_effect_free", False)),
-        "result_cache_off": bool(harness.get("result_cache_off", False)),
-        "distinct_request_ids": bool(harness.get("distinct_request_ids", True)),
-        "prefix_caching": bool(harness.get("prefix_caching", False)),
+        "req_id": audit.req_id, "req_title": audit.req_title, "gates": audit.gates,
+        "screener": harness.screener or kind,
+        "screener_version": harness.screener_version, "model": model,
+        "prompt_version": harness.prompt_version, "rubric_version": harness.rubric_version,
+        "parser_version": harness.parser_version or str(scr.parse),
+        "sampling": harness.sampling, "temperature": harness.temperature,
+        "top_p": harness.top_p, "top_k": harness.top_k, "endpoint": str(endpoint),
+        "side_effect_free": harness.side_effect_free,
+        "result_cache_off": harness.result_cache_off,
+        "distinct_request_ids": harness.distinct_request_ids,
+        "prefix_caching": harness.prefix_caching,
         "criteria": tuple(criteria),
         **answer,
     }
@@ -279,63 +304,49 @@ def parse_config(text: str, *, base_dir: str | Path = ".", source: str | None = 
     except TypeError as exc:
         raise InputError(f"[harness]: {exc}") from None
 
-    if run.get("rpm") == 0:
-        run["rpm"] = None
-    app_bytes = run.pop("max_application_bytes", MAX_APPLICATION_BYTES)
-    if isinstance(app_bytes, bool) or not isinstance(app_bytes, int) or not (
-            1 <= app_bytes <= 50_000_000):
-        raise InputError("[run] max_application_bytes must be a whole number from 1 to "
-                         "50,000,000")
+    engine = run.model_dump(exclude={"sample", "max_application_bytes"})
+    engine["on_invalid"] = on_invalid
+    if engine.get("rpm") == 0:
+        engine["rpm"] = None
     try:
-        options = RunOptions(**{k: v for k, v in run.items() if k != "sample"})
+        options = RunOptions(**engine)
     except TypeError as exc:
         raise InputError(f"[run]: {exc}") from None
-    sample = run.get("sample")
-    if sample:
-        inside_folder(base, str(sample), "sample")
-    prices = PriceTable.from_dict(data.get("prices"))
-
-    def _num(key: str) -> float | None:
-        v = audit.get(key)
-        if v is None:
-            return None
-        try:
-            return float(v)
-        except (TypeError, ValueError):
-            raise InputError(f"[audit] {key} must be a number") from None
-
-    apps = _num("applications_per_req")
+    if run.sample:
+        inside_folder(base, run.sample, "sample")
+    prices = PriceTable.from_dict(top.prices)
     return AuditConfig(
         audit_id=audit_id, sheet=sheet, criteria=tuple(criteria), screener_kind=kind,
-        screener_options=screener, options=options, max_application_bytes=int(app_bytes),
-        sample_path=(base / str(sample)).resolve() if sample else None, prices=prices,
-        cutoff=_num("cutoff"), applications_per_req=None if apps is None else int(apps),
+        screener_options=screener, options=options,
+        max_application_bytes=run.max_application_bytes,
+        sample_path=(base / run.sample).resolve() if run.sample else None, prices=prices,
+        cutoff=audit.cutoff, applications_per_req=audit.applications_per_req,
         base_dir=base.resolve(), source=source)
+
+
+def _cell(value: Any) -> str:
+    """A sample cell as text (an empty cell is ``""``)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return str(value)
 
 
 def load_sample(path: str | Path, *,
                 max_application_bytes: int = MAX_APPLICATION_BYTES) -> pd.DataFrame:
     """The candidate sample: ``candidate_id, stratum, first_pass_score, application``.
 
-    The CSV has ``candidate_id`` and either ``application`` (the text) or
-    ``application_path`` (a file inside the CSV's folder: no absolute path, no ``..``, no
+    The file (CSV, Parquet or JSON Lines, read by :func:`core.tables.read_table` within its
+    bounds) has ``candidate_id`` and either ``application`` (the text) or
+    ``application_path`` (a file inside the sample's folder: no absolute path, no ``..``, no
     symlink out; at most ``max_application_bytes``); ``stratum`` and ``first_pass_score``
     are optional. Rows are numbered as a spreadsheet user counts them after the header.
     """
     p = Path(path)
-    try:
-        size = p.stat().st_size
-    except OSError:
-        size = 0
-    if size > MAX_SAMPLE_BYTES:
-        raise InputError(f"the sample file is {size:,} bytes, over the limit of "
-                         f"{MAX_SAMPLE_BYTES:,}", file=str(p))
-    try:
-        df = pd.read_csv(p, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise InputError("sample file not found; check [run] sample", file=str(p)) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a readable CSV: {exc}", file=str(p)) from None
+    if not p.is_file():
+        raise InputError("sample file not found; check [run] sample", file=str(p))
+    limits = dataclasses.replace(Limits.from_env(), max_bytes=MAX_SAMPLE_BYTES,
+                                 max_rows=MAX_CANDIDATES + 1)
+    df, _, _ = read_table(p, name=str(p), limits=limits)
     df.columns = [str(c).strip() for c in df.columns]
     if "candidate_id" not in df.columns:
         raise InputError("the sample needs a candidate_id column", file=str(p),
@@ -343,44 +354,26 @@ def load_sample(path: str | Path, *,
     if "application" not in df.columns and "application_path" not in df.columns:
         raise InputError("the sample needs an application (text) or application_path column",
                          file=str(p), column="application")
-    if df.empty:
-        raise InputError("the sample has no rows", file=str(p))
     if len(df) > MAX_CANDIDATES:
         raise InputError(f"the sample has {len(df):,} rows; one audit takes at most "
                          f"{MAX_CANDIDATES:,} candidates", file=str(p))
     out = []
     seen: set[str] = set()
     for i, row in enumerate(df.to_dict("records"), start=1):
-        cid = str(row["candidate_id"]).strip()
+        cid = _cell(row["candidate_id"]).strip()
         if not cid:
             raise InputError("empty candidate_id", file=str(p), row=i, column="candidate_id")
         if cid in seen:
             raise InputError(f"duplicate candidate_id '{cid}'", file=str(p), row=i,
                              column="candidate_id")
         seen.add(cid)
-        text = str(row.get("application") or "")
-        if not text and row.get("application_path"):
-            rel = str(row["application_path"])
-            try:
-                ap = inside_folder(p.resolve().parent, rel, "application_path")
-            except InputError as exc:
-                raise InputError(str(exc), file=str(p), row=i,
-                                 column="application_path") from None
-            try:
-                if ap.stat().st_size > max_application_bytes:
-                    raise InputError(f"'{rel}' is {ap.stat().st_size:,} bytes, over "
-                                     f"max_application_bytes = {max_application_bytes:,}",
-                                     file=str(p), row=i, column="application_path")
-                text = ap.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise InputError(f"cannot read '{rel}': {exc.strerror}", file=str(p), row=i,
-                                 column="application_path") from None
-            except UnicodeDecodeError:
-                raise InputError(f"'{rel}' is not UTF-8 text", file=str(p), row=i,
-                                 column="application_path") from None
+        text = _cell(row.get("application"))
+        if not text and _cell(row.get("application_path")):
+            text = _application_file(p, _cell(row["application_path"]), i,
+                                     max_application_bytes)
         if not text:
             raise InputError("no application text", file=str(p), row=i, column="application")
-        fps = str(row.get("first_pass_score") or "").strip()
+        fps = _cell(row.get("first_pass_score")).strip()
         score = None
         if fps:
             try:
@@ -391,12 +384,31 @@ def load_sample(path: str | Path, *,
             if not math.isfinite(score):
                 raise InputError(f"'{fps}' is not a finite number", file=str(p), row=i,
                                  column="first_pass_score")
-        stratum = str(row.get("stratum") or "").strip() or None
+        stratum = _cell(row.get("stratum")).strip() or None
         out.append({"candidate_id": cid, "stratum": stratum, "first_pass_score": score,
                     "application": text})
     frame = pd.DataFrame(out, columns=SAMPLE_COLUMNS)
     frame["first_pass_score"] = frame["first_pass_score"].astype("float64")
     return frame
+
+
+def _application_file(sample: Path, rel: str, row: int, max_bytes: int) -> str:
+    """The text of an ``application_path`` (inside the sample's folder, at most
+    ``max_bytes``)."""
+    where = {"file": str(sample), "row": row, "column": "application_path"}
+    try:
+        ap = inside_folder(sample.resolve().parent, rel, "application_path")
+    except InputError as exc:
+        raise InputError(str(exc), **where) from None
+    try:
+        if ap.stat().st_size > max_bytes:
+            raise InputError(f"'{rel}' is {ap.stat().st_size:,} bytes, over "
+                             f"max_application_bytes = {max_bytes:,}", **where)
+        return ap.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot read '{rel}': {exc.strerror}", **where) from None
+    except UnicodeDecodeError:
+        raise InputError(f"'{rel}' is not UTF-8 text", **where) from None
 
 
 def save_audit(store: Any, config: AuditConfig, sample: pd.DataFrame | None = None) -> None:

@@ -24,7 +24,7 @@ from core.flip import effective_cutoff
 from core.freeze import Criterion, FreezeSheet
 from core.ingest import criteria_frame
 from core.sample import DEFAULT_DESIGN, stratified_sample
-from core.screeners.simulated import (
+from core.screeners.simulation import (
     DEMO_CRITERIA,
     CriterionModel,
     render_payload,

@@ -124,8 +124,13 @@ def audit_estimate(settings: Mapping[str, Any], *, frozen_model: str,
     latency`` (no faster than ``rpm``). Worst case: ``calls × max_calls_per_pair`` calls, each
     with ``max_tokens`` output tokens.
     """
-    from core.screeners.base import render_template, rubric_text
-    from core.screeners.openai_chat import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT, DEFAULT_SYSTEM
+    from core.screeners.prompts import (
+        DEFAULT_MAX_TOKENS,
+        DEFAULT_PROMPT,
+        DEFAULT_SYSTEM,
+        render_template,
+        rubric_text,
+    )
 
     scr = dict(settings.get("screener") or {"kind": "simulated"})
     kind = str(scr.get("kind") or "simulated")

@@ -30,7 +30,7 @@ from core.invalid import describe as invalid_lines
 from core.invalid import invalid_answers
 from core.run.options import PriceTable
 from ui import run_forms as forms
-from ui import state
+from ui import screener_form, state
 
 state.init_state()
 store = state.get_store()
@@ -116,22 +116,22 @@ with tab_run:
         if has_draws or active:
             st.caption("Frozen with the harness at the audit's first draw. To call another "
                        "screener, start a new audit from this sheet on the Freeze page.")
-            kind, options = forms.saved_screener(settings)
-            forms.render_screener_summary(kind, options, settings, sheet)
+            kind, options = screener_form.saved_screener(settings)
+            screener_form.render_screener_summary(kind, options, settings, sheet)
         else:
             st.caption("Where each call goes, saved with the audit. Never a key: name the "
                        "environment variable (or Streamlit secret) that holds it. Editable "
                        "until the first draw.")
-            if forms.render_screener_form(store, audit_id, settings, sheet, secrets):
+            if screener_form.render_screener_form(store, audit_id, settings, sheet, secrets):
                 settings = store.get_audit(audit_id)["settings"]
-        kind, options = forms.saved_screener(settings)
+        kind, options = screener_form.saved_screener(settings)
         if not has_draws and not active:
             # the sheet freezes what the saved screener is asked to answer (format, schema from
             # the current criteria, output limit, invalid policy): kept in step until the
             # first draw, e.g. after the criteria were edited on the Freeze page
             try:
-                synced = forms.frozen_answer_sheet(sheet, kind, options,
-                                                   forms.saved_limits(settings)["on_invalid"])
+                synced = screener_form.frozen_answer_sheet(
+                    sheet, kind, options, forms.saved_limits(settings)["on_invalid"])
             except AuditError:
                 synced = sheet
             if synced.hash != sheet.hash:
@@ -164,8 +164,8 @@ with tab_run:
                                disabled=active)
         screener = None
         try:
-            screener = forms.build(kind, options, sheet, seed=int(seed), secrets=secrets,
-                                   settings=settings)
+            screener = screener_form.build(kind, options, sheet, seed=int(seed),
+                                           secrets=secrets, settings=settings)
             run_opts = forms.run_options(settings, runs=int(runs), concurrency=int(conc),
                                          seed=int(seed))
         except AuditError as exc:

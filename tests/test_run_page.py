@@ -22,8 +22,7 @@ from core.estimate import audit_estimate
 from core.format import money
 from core.ingest import criteria_frame
 from core.run.handle import registry
-from core.screeners.base import render_template, rubric_text
-from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
+from core.screeners.prompts import DEFAULT_PROMPT, DEFAULT_SYSTEM, render_template, rubric_text
 from core.screeners.registry import build_screener
 from core.store import Store
 from tests.apptest_helpers import app_on, app_store, open_page, plain

@@ -12,8 +12,9 @@ import pytest
 
 from core.errors import InputError
 from core.freeze import Criterion
-from core.screeners.base import ScreenRequest, parse_retry_after, register_secret, scrub
+from core.screeners.base import ScreenRequest, register_secret, scrub
 from core.screeners.command import CommandScreener
+from core.screeners.http import parse_retry_after
 from core.screeners.http_json import fill_body
 from core.screeners.parsing import ParseError, ParseSpec, extract_json, parse_scores
 from core.screeners.python_fn import PythonScreener
@@ -197,12 +198,12 @@ def test_command_adapter_timeout_is_retryable_and_failure_is_not():
 
 
 def score_fn(application: str, *, run: int) -> dict:
-    """Used by the python adapter test as ``test_screeners:score_fn``."""
+    """Used by the python adapter test as ``tests.test_screeners:score_fn``."""
     return {"technical_skills": len(application) % 10, "experience": run}
 
 
 def test_python_adapter_loads_module_function():
-    scr = PythonScreener(function="test_screeners:score_fn", model="py-1", criteria=RUBRIC)
+    scr = PythonScreener(function="tests.test_screeners:score_fn", model="py-1", criteria=RUBRIC)
     p = scr.parse(asyncio.run(scr.call(None, req("abc"))))
     assert p.scores == {"technical_skills": 3.0, "experience": 1.0}
     with pytest.raises(InputError, match="module:function"):

@@ -2,7 +2,7 @@
 
 * No ``temperature`` / ``top_p`` / ``top_k`` unless the freeze sheet says sampling is settable
   for this model and records them (recent Claude models reject them with HTTP 400; such a 400 is
-  a finding, never retried — :func:`core.screeners.base.post_json` classifies it).
+  a finding, never retried — :meth:`AnthropicScreener.retryable_http` is its retry rule).
 * The rubric prefix (the system prompt) may carry ``cache_control`` (prompt caching): prefix
   reuse does not remove sampling variance, and cached reads bill at a fraction of the input rate.
 * Structured answers: with ``response_format = "json_schema"`` (the default when every
@@ -18,34 +18,58 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import httpx
+from pydantic import Field
 
 from core.freeze import Criterion
 from core.screeners.base import (
+    BuildContext,
     CallFailed,
     RawResult,
     Screener,
     ScreenRequest,
     as_count,
-    post_json,
+)
+from core.screeners.http import post_json
+from core.screeners.options import ChatOptions
+from core.screeners.parsing import ParseSpec
+from core.screeners.prompts import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_PROMPT,
+    DEFAULT_SYSTEM,
     render_template,
     rubric_text,
 )
-from core.screeners.openai_chat import DEFAULT_MAX_TOKENS, DEFAULT_PROMPT, DEFAULT_SYSTEM
-from core.screeners.parsing import ParseSpec
 from core.screeners.schema import SCHEMA_NAME, default_response_format, rubric_schema
 
-__all__ = ["ANTHROPIC_VERSION", "AnthropicScreener"]
+__all__ = ["ANTHROPIC_VERSION", "AnthropicOptions", "AnthropicScreener"]
 
 ANTHROPIC_VERSION = "2023-06-01"
+
+
+class AnthropicOptions(ChatOptions):
+    """``[screener]`` with ``kind = "anthropic"``."""
+
+    kind: Literal["anthropic"] = "anthropic"
+    base_url: str = Field(
+        "https://api.anthropic.com", title="Base URL", description="Calls go to …/v1/messages",
+        json_schema_extra={"placeholder": "https://api.anthropic.com", "columns": 1,
+                           "order": -1})
+    prompt_caching: bool = Field(
+        True, title="Prompt caching of the rubric prefix",
+        description="Marks the system prompt for caching: cached reads bill at a fraction of "
+                    "the input rate (prefix reuse does not remove sampling variance).")
 
 
 class AnthropicScreener(Screener):
     """POST ``{base_url}/v1/messages``."""
 
     kind = "anthropic"
+    title = "Anthropic Messages API"
+    order = 20
+    Options = AnthropicOptions
     uses_http = True
 
     def __init__(self, *, model: str, base_url: str = "https://api.anthropic.com",
@@ -69,6 +93,34 @@ class AnthropicScreener(Screener):
         self.sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
         self.max_tokens = int(max_tokens)
         self.prompt_caching = prompt_caching
+
+    @classmethod
+    def from_options(cls, options: AnthropicOptions, context: BuildContext
+                     ) -> AnthropicScreener:
+        model = options.model_id(context)
+        base_url = options.checked_url(options.base_url, "base_url") or ""
+        api_key = options.api_key(context)
+        return cls(model=model, base_url=base_url, criteria=context.criteria,
+                   parse=options.parse_spec(),
+                   prompt_template=options.prompt_text(context.base_dir),
+                   system_template=options.system_text(context.base_dir), api_key=api_key,
+                   sampling=context.sampling(), max_tokens=options.max_tokens,
+                   prompt_caching=options.prompt_caching, api_key_env=options.api_key_env,
+                   response_format=options.effective_response_format(),
+                   schema_total=options.schema_total)
+
+    @classmethod
+    def answer_fields(cls, options: AnthropicOptions,
+                      criteria: tuple[Criterion, ...]) -> dict[str, Any]:
+        return options.answer_fields(criteria, "anthropic-tool")
+
+    def retryable_http(self, status: int, text: str) -> bool:
+        """The default rule, and an overloaded or internal-error body whatever its status
+        (the API may report overload inside a 4xx or 200-then-error reply; inspect_ai's
+        Anthropic provider retries it too)."""
+        low = text[:2000].lower()
+        return super().retryable_http(status, text) or (
+            "overloaded_error" in low or "internal server error" in low)
 
     @property
     def url(self) -> str:
@@ -108,7 +160,7 @@ class AnthropicScreener(Screener):
         if self._api_key:
             headers["x-api-key"] = self._api_key
         resp = await post_json(client, self.url, self.body(request), headers,
-                               self.call_limits)
+                               self.call_limits, self.retryable_http)
         try:
             data = resp.json()
             blocks = data["content"]

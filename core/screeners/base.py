@@ -1,4 +1,4 @@
-"""The one small interface every screener adapter implements, and the HTTP plumbing they share.
+"""The one small interface every screener adapter implements.
 
 An adapter turns one :class:`ScreenRequest` (one application, one run, one request id) into one
 :class:`RawResult` (the screener's answer text plus what the provider reported about the call),
@@ -7,12 +7,14 @@ and parses that text into scores with :meth:`Screener.parse`::
     raw = await screener.call(client, request)      # may raise CallFailed
     parsed = screener.parse(raw)                    # may raise ParseError
 
-Errors are classified here, once, for every HTTP adapter (PITFALLS "HTTP and model APIs"):
+Each adapter is one class in one module of :mod:`core.screeners`, in the pattern of inspect_ai's
+model providers: it names its ``kind``, declares its options as a pydantic model (``Options``,
+see :mod:`core.screeners.options`), builds itself from them with one constructor shape
+(:meth:`Screener.from_options`) and declares its own retry rule (:meth:`Screener.retryable_http`,
+:meth:`Screener.should_retry`). Defining the class registers the kind
+(:data:`core.screeners.registry.SCREENERS`); nothing else lists the kinds.
 
-* 408 / 409 / 429 / 5xx, timeouts and transport errors → :class:`CallFailed` with
-  ``retryable=True`` and the server's ``retry-after-ms`` / ``Retry-After`` hint;
-* any other 4xx → ``retryable=False, finding=True``: a 400 such as "temperature is not supported
-  for this model" is a fact about the harness, not noise, and is never retried.
+This module imports no pydantic: the engine and the pages that never build a screener load it.
 
 Secrets (API keys) live only in adapter objects and in the process-wide scrub list; every error
 text that leaves an adapter goes through :func:`scrub`.
@@ -22,65 +24,42 @@ from __future__ import annotations
 
 import abc
 import base64
-import email.utils
-import ipaddress
-import json
 import math
-import os
 import re
 import threading
-import time
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import httpx
-
-from core.errors import InputError
-from core.freeze import Criterion
+from core.freeze import Criterion, FreezeSheet
 from core.screeners.parsing import Parsed, ParseSpec, parse_scores
 
+if TYPE_CHECKING:
+    import httpx
+
 __all__ = [
-    "KEY_ENV_ALLOW_VAR",
+    "REDACTED",
     "RETRY_STATUSES",
+    "BuildContext",
     "CallFailed",
     "CallLimits",
-    "HttpReply",
     "RawResult",
     "ScreenRequest",
     "Screener",
     "as_count",
-    "check_base_url",
-    "check_key_env_name",
-    "is_loopback",
-    "parse_retry_after",
-    "post_json",
     "register_secret",
-    "render_template",
-    "resolve_api_key",
-    "rubric_text",
     "scrub",
 ]
 
-#: HTTP statuses that are retried (with backoff); every other 4xx is a finding.
+#: HTTP statuses retried by default (with backoff); every other 4xx is a finding.
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
 
 _SECRETS: set[str] = set()
 _SECRETS_LOCK = threading.Lock()
 _SECRET_RE: list[re.Pattern[str] | None] = [None]
 REDACTED = "[redacted]"
-
-#: Environment variable holding extra allowed ``api_key_env`` names (comma-separated), for a
-#: key whose variable name does not look like one (an operator's decision, never a config's).
-KEY_ENV_ALLOW_VAR = "AUDIT_API_KEY_ENV_ALLOW"
-_KEY_ENV_SUFFIXES = ("_API_KEY", "_TOKEN", "_KEY")
-#: Parts of a variable name that mark a credential for something other than a model API
-#: (cloud accounts, databases, source hosting, signing keys): refused unless allow-listed.
-_KEY_ENV_DENIED = ("SECRET", "PASSWORD", "PASSWD", "PRIVATE", "ACCESS_KEY", "AWS_", "AZURE_",
-                   "GCP_", "GOOGLE_APPLICATION", "GITHUB", "GH_", "GITLAB", "SSH", "SESSION",
-                   "DATABASE", "DB_", "PG", "MYSQL", "REDIS", "SIGNING", "ENCRYPTION", "NPM_",
-                   "PYPI", "DOCKER", "SLACK", "STRIPE")
 
 
 def _variants(value: str) -> set[str]:
@@ -119,99 +98,6 @@ def scrub(text: Any) -> str:
         return out
     return pattern.sub(REDACTED, out)
 
-
-def check_key_env_name(name: str, allow: Any = None) -> str:
-    """``name`` when it may name an API key; :class:`InputError` otherwise.
-
-    A key variable ends in ``_API_KEY``, ``_TOKEN`` or ``_KEY`` and names no credential of
-    another kind (``AWS_SECRET_ACCESS_KEY``, ``GITHUB_TOKEN``, ``DATABASE_…``), unless it is
-    listed in ``allow`` or in the environment variable ``AUDIT_API_KEY_ENV_ALLOW``
-    (comma-separated) — the operator's allow-list. The check keeps a config from elsewhere from
-    sending an unrelated secret to its ``base_url``.
-    """
-    allowed = {a.strip() for a in os.environ.get(KEY_ENV_ALLOW_VAR, "").split(",") if a.strip()}
-    allowed |= {str(a) for a in (allow or ())}
-    if name in allowed:
-        return name
-    up = name.upper()
-    if not up.endswith(_KEY_ENV_SUFFIXES) or any(d in up for d in _KEY_ENV_DENIED):
-        raise InputError(f"api_key_env '{name}' does not look like a model API key variable "
-                         "(a name ending in _API_KEY, _TOKEN or _KEY, not a cloud, database or "
-                         "source-hosting credential): rename the variable, or let the operator "
-                         f"allow it in {KEY_ENV_ALLOW_VAR} (field 'api_key_env')")
-    return name
-
-
-def is_loopback(host: str | None) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    if not host:
-        return False
-    h = host.strip("[]").lower()
-    if h == "localhost" or h.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(h).is_loopback
-    except ValueError:
-        return False
-
-
-_CRED_PARAMS = {"key", "api-key", "api_key", "apikey", "access_token", "token", "auth",
-                "password", "secret", "sig", "signature", "code"}
-
-
-def check_base_url(url: str, field_name: str = "base_url") -> str:
-    """A screener URL that is safe to send applications and a key to.
-
-    Refused: no scheme/host; credentials in the URL (``user:pw@host``, ``?api-key=…``,
-    ``?key=…``) — name a variable in ``api_key_env`` instead; plain ``http://`` to a host that
-    is not loopback (the key and the applications would cross the network in clear text).
-    """
-    try:
-        parts = urllib.parse.urlsplit(str(url).strip())
-        host = parts.hostname
-    except ValueError:
-        raise InputError(f"'{field_name}' is not a URL (field '{field_name}')") from None
-    if parts.scheme not in ("http", "https") or not host:
-        raise InputError(f"'{field_name}' must be an http(s) URL with a host, e.g. "
-                         f"http://127.0.0.1:8080/v1 (field '{field_name}')")
-    query = {k.lower() for k, _ in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)}
-    if parts.username or parts.password or query & _CRED_PARAMS:
-        raise InputError(f"'{field_name}' carries credentials (user:password@ or a key "
-                         "parameter): remove them and name the environment variable that holds "
-                         f"the key in api_key_env (field '{field_name}')")
-    if parts.scheme == "http" and not is_loopback(host):
-        raise InputError(f"'{field_name}' uses plain http:// to {host}, which is not this "
-                         "machine: use https:// (plain http is allowed for 127.0.0.1 / "
-                         f"localhost only) (field '{field_name}')")
-    return str(url).strip()
-
-
-def resolve_api_key(env_name: str | None, secrets: Mapping[str, Any] | None = None) -> str | None:
-    """The API key named ``env_name``: from ``secrets`` (Streamlit secrets) first, else the env.
-
-    Returns ``None`` when no name is configured (a local server without auth). The key's value
-    is registered for scrubbing and never appears in a message.
-
-    Raises
-    ------
-    InputError
-        When a name is configured but neither source has it, or the name does not look like
-        a model API key (:func:`check_key_env_name`).
-    """
-    if not env_name:
-        return None
-    value = None
-    if secrets is not None and env_name in secrets:
-        value = secrets[env_name]
-    if value is None:
-        value = os.environ.get(env_name)
-    if not value:
-        raise InputError(f"the API key variable '{env_name}' is not set: export it in the "
-                         "environment (or add it to Streamlit secrets) before running "
-                         "(field 'api_key_env')")
-    check_key_env_name(env_name)
-    register_secret(str(value))
-    return str(value)
 
 
 @dataclass(frozen=True)
@@ -263,24 +149,6 @@ class CallLimits:
     deadline_s: float = 300.0
 
 
-@dataclass
-class HttpReply:
-    """A fully read, size-checked HTTP response."""
-
-    status_code: int
-    headers: Mapping[str, str]
-    content: bytes
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
-
-    def json(self) -> Any:
-        try:
-            return json.loads(self.content)
-        except RecursionError:
-            raise ValueError("JSON nested too deeply") from None
-
 
 class CallFailed(Exception):
     """A call that returned no usable answer.
@@ -313,112 +181,30 @@ class CallFailed(Exception):
         self.payload = None if payload is None else scrub(payload)
 
 
-def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` (preferred) or ``Retry-After`` (seconds or date)."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            v = float(ms) / 1000.0
-            if math.isfinite(v) and v >= 0:
-                return v
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if ra:
-        ra = ra.strip()
-        try:
-            v = float(ra)
-            return v if math.isfinite(v) and v >= 0 else None
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(ra)
-            except (TypeError, ValueError):
-                return None
-            if when is None:
-                return None
-            return max(0.0, when.timestamp() - (time.time() if now is None else now))
-    return None
+@dataclass(frozen=True)
+class BuildContext:
+    """What every adapter is built with besides its options (one constructor shape).
 
-
-async def post_json(client: httpx.AsyncClient, url: str, body: Any,
-                    headers: Mapping[str, str], limits: CallLimits | None = None) -> HttpReply:
-    """POST ``body`` as JSON; return a 2xx reply or raise a classified :class:`CallFailed`.
-
-    The body is streamed in and refused past ``limits.max_response_bytes`` or
-    ``limits.deadline_s`` (checked as each chunk arrives: a server dripping one byte a second
-    trips it). No ``asyncio.wait_for`` here: the client's own timeouts apply (PITFALLS:
-    cancelling a request that waits for a pool slot leaks the slot in httpx 0.28).
+    ``criteria`` the frozen rubric; ``sheet`` the freeze sheet (the model called unless the
+    options name another, and the sampling parameters it records); ``seed`` the audit's seed;
+    ``secrets`` Streamlit secrets (looked up before the environment for ``api_key_env``);
+    ``base_dir`` the folder relative files (templates, a command's ``cwd``) resolve in.
     """
-    lim = limits or CallLimits()
-    t0 = time.monotonic()
-    try:
-        async with client.stream("POST", url, json=body, headers=dict(headers)) as resp:
-            chunks: list[bytes] = []
-            size = 0
-            async for chunk in resp.aiter_bytes():
-                size += len(chunk)
-                if size > lim.max_response_bytes:
-                    raise CallFailed(f"the response from {url} is over "
-                                     f"{lim.max_response_bytes:,} bytes (max_response_bytes); "
-                                     "it was not read further", status=resp.status_code)
-                if time.monotonic() - t0 > lim.deadline_s:
-                    raise CallFailed(f"the call to {url} ran past its deadline of "
-                                     f"{lim.deadline_s:g} s while the response was still "
-                                     "arriving (call_deadline_s)", status=resp.status_code)
-                chunks.append(chunk)
-            reply = HttpReply(resp.status_code, resp.headers, b"".join(chunks))
-    except httpx.TimeoutException as exc:
-        raise CallFailed(f"timeout ({type(exc).__name__}) calling {url}",
-                         retryable=True) from None
-    except httpx.TransportError as exc:
-        raise CallFailed(f"transport error ({type(exc).__name__}: {exc}) calling {url}",
-                         retryable=True) from None
-    if reply.status_code < 300:
-        return reply
-    text = reply.text
-    detail = _error_detail(text)
-    if reply.status_code in RETRY_STATUSES or reply.status_code >= 500:
-        raise CallFailed(f"HTTP {reply.status_code}: {detail}", status=reply.status_code,
-                         retryable=True, retry_after=parse_retry_after(reply.headers),
-                         payload=text)
-    hint = _rejection_hint(reply.status_code, text, body)
-    raise CallFailed(f"HTTP {reply.status_code} (not retried; a finding about the harness): "
-                     f"{detail}{hint}", status=reply.status_code, finding=True, payload=text)
 
+    criteria: tuple[Criterion, ...] = ()
+    sheet: FreezeSheet | None = None
+    seed: int = 0
+    secrets: Mapping[str, Any] | None = None
+    base_dir: Path = field(default_factory=lambda: Path("."))
 
-def _rejection_hint(status: int, text: str, body: Any) -> str:
-    """One sentence naming the setting to change when a 400 is about the answer format or the
-    output limit (the server's own words decide; nothing is guessed otherwise)."""
-    if status not in (400, 422) or not isinstance(body, Mapping):
-        return ""
-    low = text.lower()
-    if ("response_format" in body or "format" in body or "tools" in body) and any(
-            w in low for w in ("response_format", "json_schema", "schema", "grammar", "format",
-                               "tool")):
-        return (" — the server rejects the structured-answer request: set [screener] "
-                "schema_style to the shape it accepts (\"openai\", \"json-object-schema\", "
-                "\"ollama\") or response_format = \"json_object\"")
-    if "context" in low and any(w in low for w in ("exceed", "too long", "size", "length")):
-        return (" — the prompt and the output limit do not fit the model's context: lower "
-                "[screener] max_tokens, shorten the prompt, or give the server a larger "
-                "context")
-    if "max_tokens" in low or "max_completion_tokens" in low:
-        return " — the server rejects the output limit: change [screener] max_tokens"
-    return ""
-
-
-def _error_detail(text: str, limit: int = 300) -> str:
-    try:
-        data = json.loads(text)
-        if isinstance(data, dict):
-            err = data.get("error", data)
-            if isinstance(err, dict) and err.get("message"):
-                return str(err["message"])[:limit]
-            if isinstance(err, str):
-                return err[:limit]
-    except (json.JSONDecodeError, ValueError, RecursionError):
-        pass
-    return text.strip().replace("\n", " ")[:limit] or "(empty body)"
+    def sampling(self) -> dict[str, float]:
+        """Sampling parameters to send: only when the sheet says they are settable and
+        records them."""
+        sheet = self.sheet
+        if sheet is None or sheet.sampling != "settable":
+            return {}
+        out = {"temperature": sheet.temperature, "top_p": sheet.top_p, "top_k": sheet.top_k}
+        return {k: v for k, v in out.items() if v is not None}
 
 
 def as_count(value: Any) -> int | None:
@@ -432,37 +218,32 @@ def as_count(value: Any) -> int | None:
     return None
 
 
-def rubric_text(criteria: tuple[Criterion, ...]) -> str:
-    """The rubric as lines for a prompt: ``- technical_skills: 0-30 points (weight 1)``."""
-    lines = []
-    for c in criteria:
-        mx = "?" if c.max_points is None else f"{c.max_points:g}"
-        lines.append(f"- {c.name}: 0-{mx} points (weight {c.weight:g})")
-    return "\n".join(lines)
-
-
-def render_template(template: str, values: Mapping[str, Any]) -> str:
-    """Replace ``{name}`` for the known names only; every other brace is left as written.
-
-    ``str.format`` would choke on the JSON examples prompts usually contain.
-    """
-    out = template
-    for key, val in values.items():
-        out = out.replace("{" + key + "}", str(val))
-    return out
-
-
 class Screener(abc.ABC):
     """Base class of the adapters.
 
-    Subclasses set ``kind`` and implement :meth:`call`. ``uses_http`` tells the engine whether
-    to open an ``httpx.AsyncClient``. ``model`` is the model id sent (the frozen one).
+    A subclass sets ``kind`` (which registers it), ``title`` (the Run page's label), ``Options``
+    (a :class:`core.screeners.options.ScreenerOptions` subclass with ``kind`` as its
+    ``Literal`` tag), implements :meth:`from_options` and :meth:`call`, and may refine its retry
+    rule. ``uses_http`` tells the engine whether to open an ``httpx.AsyncClient``; ``model`` is
+    the model id sent (the frozen one).
     """
 
-    kind = "base"
-    uses_http = False
+    #: The ``kind`` of a config's ``[screener]`` table ("" = not a concrete adapter).
+    kind: ClassVar[str] = ""
+    #: The adapter's name on the Run page.
+    title: ClassVar[str] = ""
+    #: Its place in the Run page's list of kinds.
+    order: ClassVar[int] = 100
+    #: The pydantic model of its options (kept untyped here: no pydantic on the engine path).
+    Options: ClassVar[Any] = None
+    uses_http: ClassVar[bool] = False
     #: Whether the adapter runs code on this machine (operator opt-in, never a visitor's).
-    runs_code = False
+    runs_code: ClassVar[bool] = False
+    #: Whether its answers may be invalid (parse errors, out of range): the invalid-answer
+    #: policy then applies (a simulated screener always answers well).
+    answers_may_be_invalid: ClassVar[bool] = True
+    #: HTTP statuses this adapter retries (its retry rule, see :meth:`retryable_http`).
+    retry_statuses: ClassVar[frozenset[int]] = RETRY_STATUSES
     #: Set by the runner from its options before any call.
     call_limits: CallLimits = CallLimits()
 
@@ -472,6 +253,50 @@ class Screener(abc.ABC):
         self.criteria = tuple(criteria)
         self.parse_spec = parse or ParseSpec()
 
+    # ------------------------------------------------------------------ building
+    @classmethod
+    @abc.abstractmethod
+    def from_options(cls, options: Any, context: BuildContext) -> Screener:
+        """The adapter from its validated ``Options`` and the build context (the one
+        constructor shape every adapter shares). Reads the API key, if any."""
+
+    @classmethod
+    def answer_fields(cls, options: Any, criteria: tuple[Criterion, ...]) -> dict[str, Any]:
+        """What the screener is asked to answer (``response_format``, ``schema_style``,
+        ``answer_schema``, ``max_tokens``), from its options without building it (no key
+        needed). These go into the freeze sheet: they change what is measured."""
+        return {"response_format": None, "schema_style": None, "answer_schema": None,
+                "max_tokens": None}
+
+    @classmethod
+    def endpoint(cls, options: Any) -> str:
+        """Where its calls go, for the freeze sheet's ``endpoint`` (hashed with the sheet):
+        the ``base_url`` or ``url`` the options set, else the kind."""
+        given = getattr(options, "model_fields_set", set())
+        for key in ("base_url", "url"):
+            if key in given and getattr(options, key, None):
+                return str(getattr(options, key))
+        return cls.kind
+
+    @classmethod
+    def describe_code(cls, options: Any) -> str:
+        """What a code-running adapter would run, in one line (printed before it runs)."""
+        return f"a {cls.kind} screener"
+
+    # ------------------------------------------------------------------ retry rule
+    def retryable_http(self, status: int, text: str) -> bool:
+        """Whether an HTTP error ``status`` (with response ``text``) is worth a retry with
+        backoff: :attr:`retry_statuses` and every 5xx by default. Any other 4xx is a finding
+        about the harness and is never retried."""
+        return status in self.retry_statuses or status >= 500
+
+    def should_retry(self, failure: BaseException) -> bool:
+        """The engine's question after a failed call: retry it? (inspect_ai's
+        ``ModelAPI.should_retry``.) True for a :class:`CallFailed` the adapter classified as
+        retryable when it raised it (timeouts, transport errors, :meth:`retryable_http`)."""
+        return isinstance(failure, CallFailed) and failure.retryable
+
+    # ------------------------------------------------------------------ calling
     @abc.abstractmethod
     async def call(self, client: httpx.AsyncClient | None,
                    request: ScreenRequest) -> RawResult:

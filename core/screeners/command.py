@@ -11,22 +11,58 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import tempfile
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
 
 from core.errors import InputError
 from core.freeze import Criterion
-from core.screeners.base import CallFailed, RawResult, Screener, ScreenRequest
+from core.screeners.base import BuildContext, CallFailed, RawResult, Screener, ScreenRequest
+from core.screeners.options import ScreenerOptions, config_only
 from core.screeners.parsing import ParseSpec
 
-__all__ = ["CommandScreener"]
+__all__ = ["CommandOptions", "CommandScreener"]
+
+
+class CommandOptions(ScreenerOptions):
+    """``[screener]`` with ``kind = "command"`` (runs a program: operator opt-in only)."""
+
+    kind: Literal["command"] = "command"
+    command: str | list[str] = Field(
+        "", title="Command",
+        description="Run once per draw (no shell); the application arrives on stdin or as a "
+                    "file; the answer is JSON on stdout.",
+        json_schema_extra={"placeholder": "python my_screener.py --rubric r7.json",
+                           "columns": 1, "order": -1})
+    input: Literal["stdin", "file"] = Field(
+        "stdin", title="The application goes",
+        description="On the program's stdin, or in a temporary file whose path replaces "
+                    "{application_path} in the arguments.", json_schema_extra={"columns": 1})
+    timeout_s: float = Field(
+        120.0, gt=0, le=86_400, title="Timeout per call (s)",
+        description="A program that runs longer is killed and the call retried.",
+        json_schema_extra={"columns": 1, "step": 10})
+    cwd: str | None = config_only(
+        description="The folder the program runs in (relative to the config).")
+
+    def argv(self) -> list[str]:
+        """The program and its arguments (a string is split as a shell would, never run by
+        one)."""
+        cmd = self.command
+        return shlex.split(cmd) if isinstance(cmd, str) else [str(a) for a in cmd]
 
 
 class CommandScreener(Screener):
     """``argv`` run per draw (no shell)."""
 
     kind = "command"
+    title = "A command-line program"
+    order = 40
+    Options = CommandOptions
     uses_http = False
     runs_code = True
 
@@ -42,6 +78,24 @@ class CommandScreener(Screener):
         self.input_mode = input_mode
         self.timeout_s = float(timeout_s)
         self.cwd = cwd
+
+    @classmethod
+    def from_options(cls, options: CommandOptions, context: BuildContext) -> CommandScreener:
+        base = Path(context.base_dir)
+        return cls(argv=options.argv(), model=options.model_id(context),
+                   criteria=context.criteria, parse=options.parse_spec(),
+                   input_mode=options.input, timeout_s=options.timeout_s,
+                   cwd=str((base / options.cwd).resolve()) if options.cwd
+                   else str(base.resolve()))
+
+    @classmethod
+    def endpoint(cls, options: CommandOptions) -> str:
+        return f"command: {options.command}"
+
+    @classmethod
+    def describe_code(cls, options: CommandOptions) -> str:
+        return ("the program " + shlex.join(options.argv()) + " (once per draw, the "
+                "application on " + ("stdin)" if options.input == "stdin" else "a file)"))
 
     async def call(self, client: Any, request: ScreenRequest) -> RawResult:
         env = {**os.environ, "SCREENER_REQUEST_ID": request.request_id,

@@ -11,25 +11,58 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import httpx
+from pydantic import Field
 
+from core.errors import InputError
 from core.freeze import Criterion
 from core.screeners.base import (
+    BuildContext,
     CallFailed,
     RawResult,
     Screener,
     ScreenRequest,
-    post_json,
-    render_template,
 )
+from core.screeners.http import post_json
+from core.screeners.options import HttpOptions, config_only
 from core.screeners.parsing import ParseError, ParseSpec, get_path
+from core.screeners.prompts import render_template, require_application, template_text
+from core.screeners.safety import check_headers
 
-__all__ = ["HttpJsonScreener", "fill_body"]
+__all__ = ["DEFAULT_BODY", "HttpJsonOptions", "HttpJsonScreener", "fill_body"]
 
 DEFAULT_BODY = {"candidate_id": "{candidate_id}", "request_id": "{request_id}",
                 "application": "{application}"}
+
+
+class HttpJsonOptions(HttpOptions):
+    """``[screener]`` with ``kind = "http-json"``."""
+
+    kind: Literal["http-json"] = "http-json"
+    url: str | None = Field(
+        None, title="URL", description="Where each call is POSTed.",
+        json_schema_extra={"placeholder": "https://screener.internal/score", "columns": 1,
+                           "order": -1})
+    base_url: str | None = config_only(description="Another name for url.")
+    body: Any = Field(
+        None, title="JSON body",
+        description="Any JSON; strings may hold {application}, {candidate_id}, {request_id}, "
+                    "{run}, {seed}, {model}.",
+        json_schema_extra={"widget": "json", "default_value": DEFAULT_BODY})
+    body_template: str | None = config_only(
+        description="A file (relative to the config) holding the JSON body.")
+    headers: dict[str, str] | None = config_only(
+        description="Extra HTTP headers (never a credential: name it in api_key_env).")
+    api_key_header: str = Field(
+        "Authorization", title="Header that carries the key",
+        description="Authorization sends 'Bearer <key>'; any other header the key itself.",
+        json_schema_extra={"columns": 1})
+    model_path: str | None = Field(
+        None, title="Where the response reports its model (dotted path)",
+        description="Read into the call record as the reported model.",
+        json_schema_extra={"placeholder": "model", "columns": 1})
 
 
 def fill_body(template: Any, values: Mapping[str, Any]) -> Any:
@@ -50,6 +83,9 @@ class HttpJsonScreener(Screener):
     """POST ``body_template`` to ``url``; scores from the JSON response."""
 
     kind = "http-json"
+    title = "Your own HTTP endpoint (JSON in, JSON out)"
+    order = 30
+    Options = HttpJsonOptions
     uses_http = True
 
     def __init__(self, *, url: str, model: str, criteria: tuple[Criterion, ...] = (),
@@ -65,6 +101,33 @@ class HttpJsonScreener(Screener):
         self._api_key = api_key
         self.api_key_header = api_key_header
         self.model_path = model_path
+
+    @classmethod
+    def from_options(cls, options: HttpJsonOptions, context: BuildContext
+                     ) -> HttpJsonScreener:
+        for key in ("url", "base_url"):
+            options.checked_url(getattr(options, key), key)
+        api_key = options.api_key(context)
+        model = options.model_id(context)
+        url = options.url or options.base_url
+        if not url:
+            raise InputError("the http-json screener needs a url (field 'url')")
+        body: Any = options.body
+        if options.body_template:
+            raw = template_text(options.model_dump(), "body_template", "body",
+                                context.base_dir, None) or ""
+            try:
+                body = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"body_template is not JSON: {exc.msg} at line {exc.lineno} "
+                                 "(field 'body_template')") from None
+        if body is not None:
+            require_application(json.dumps(body), "JSON body", "body_template")
+        return cls(url=url, model=model, criteria=context.criteria,
+                   parse=options.parse_spec(), body_template=body,
+                   headers=check_headers(options.headers or {}), api_key=api_key,
+                   api_key_header=options.api_key_header, model_path=options.model_path,
+                   api_key_env=options.api_key_env)
 
     def _headers(self, request: ScreenRequest) -> dict[str, str]:
         h = {"X-Request-ID": request.request_id, "Idempotency-Key": request.request_id,
@@ -85,7 +148,7 @@ class HttpJsonScreener(Screener):
             raise CallFailed("the http-json screener needs an HTTP client")
         body = fill_body(self.body_template, self._values(request))
         resp = await post_json(client, self.url, body, self._headers(request),
-                               self.call_limits)
+                               self.call_limits, self.retryable_http)
         text = resp.text
         model = None
         if self.model_path:

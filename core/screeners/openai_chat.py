@@ -23,46 +23,76 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import httpx
+from pydantic import Field
 
+from core.errors import InputError
 from core.freeze import Criterion
 from core.screeners.base import (
+    BuildContext,
     CallFailed,
     RawResult,
     Screener,
     ScreenRequest,
     as_count,
-    post_json,
+)
+from core.screeners.http import post_json
+from core.screeners.options import ChatOptions, config_only
+from core.screeners.parsing import ParseSpec
+from core.screeners.prompts import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_PROMPT,
+    DEFAULT_SYSTEM,
     render_template,
     rubric_text,
 )
-from core.screeners.parsing import ParseSpec
 from core.screeners.schema import (
+    SCHEMA_STYLES,
     default_response_format,
     openai_response_fields,
     rubric_schema,
 )
 
-__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_PROMPT", "DEFAULT_SYSTEM", "OpenAIChatScreener"]
+__all__ = ["OpenAIChatOptions", "OpenAIChatScreener"]
 
-#: Output tokens allowed per call unless set: a scores object needs well under 200.
-DEFAULT_MAX_TOKENS = 512
 
-DEFAULT_SYSTEM = (
-    "You are a screening assistant. Score the application against this rubric and answer with "
-    "one JSON object only: one key per criterion, exactly as named, with its score within the "
-    "criterion's range, and nothing else.\n"
-    "Rubric:\n{rubric}")
-DEFAULT_PROMPT = "Application:\n{application}"
+class OpenAIChatOptions(ChatOptions):
+    """``[screener]`` with ``kind = "openai-chat"``."""
+
+    kind: Literal["openai-chat"] = "openai-chat"
+    base_url: str | None = Field(
+        None, title="Base URL", description="The server's API root; calls go to "
+        "…/chat/completions",
+        json_schema_extra={"placeholder": "http://127.0.0.1:8000/v1", "columns": 1,
+                           "order": -1})
+    schema_style: Literal[SCHEMA_STYLES] = Field(  # type: ignore[valid-type]
+        "openai", title="How the server takes a schema",
+        description="The wire shape of the rubric schema.",
+        json_schema_extra={"columns": 1, "choices": {
+            "openai": "OpenAI shape: OpenAI, vLLM, llama.cpp server, Ollama /v1",
+            "json-object-schema": "json_object + schema: llama-cpp-python",
+            "ollama": "format field: Ollama's native API (its /v1 takes the OpenAI shape)"}})
+    seed_per_draw: bool = Field(
+        False, title="Send a different seed with every call",
+        description="Never a fixed seed: one seed for every run can make the runs identical.")
+    extra_body: dict[str, Any] | None = config_only(
+        description="Extra fields merged into every request body.")
+    json_mode: bool | None = config_only(
+        description="Older setting: false means response_format = \"none\".")
 
 
 class OpenAIChatScreener(Screener):
     """POST ``{base_url}/chat/completions``."""
 
     kind = "openai-chat"
+    title = "OpenAI-compatible chat (vLLM, llama.cpp, Ollama, hosted APIs)"
+    order = 10
+    Options = OpenAIChatOptions
     uses_http = True
+    #: The OpenAI SDK's rule: 408, 409, 429 and every 5xx.
+    retry_statuses: ClassVar[frozenset[int]] = frozenset({408, 409, 425, 429})
 
     def __init__(self, *, base_url: str, model: str, criteria: tuple[Criterion, ...] = (),
                  parse: ParseSpec | None = None, prompt_template: str = DEFAULT_PROMPT,
@@ -88,6 +118,30 @@ class OpenAIChatScreener(Screener):
         self.sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
         self.max_tokens = int(max_tokens)
         self.extra_body = dict(extra_body or {})
+
+    @classmethod
+    def from_options(cls, options: OpenAIChatOptions, context: BuildContext
+                     ) -> OpenAIChatScreener:
+        model = options.model_id(context)
+        if not options.base_url:
+            raise InputError("the openai-chat screener needs base_url, e.g. "
+                             "http://127.0.0.1:8000/v1 (field 'base_url')")
+        base_url = options.checked_url(options.base_url, "base_url") or ""
+        api_key = options.api_key(context)
+        return cls(base_url=base_url, model=model,
+                   criteria=context.criteria, parse=options.parse_spec(),
+                   prompt_template=options.prompt_text(context.base_dir),
+                   system_template=options.system_text(context.base_dir), api_key=api_key,
+                   api_key_env=options.api_key_env,
+                   response_format=options.effective_response_format(),
+                   schema_style=options.schema_style, schema_total=options.schema_total,
+                   seed_per_draw=options.seed_per_draw, sampling=context.sampling(),
+                   max_tokens=options.max_tokens, extra_body=options.extra_body)
+
+    @classmethod
+    def answer_fields(cls, options: OpenAIChatOptions,
+                      criteria: tuple[Criterion, ...]) -> dict[str, Any]:
+        return options.answer_fields(criteria, options.schema_style)
 
     @property
     def url(self) -> str:
@@ -129,7 +183,8 @@ class OpenAIChatScreener(Screener):
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         body = self.body(request)
-        resp = await post_json(client, self.url, body, headers, self.call_limits)
+        resp = await post_json(client, self.url, body, headers, self.call_limits,
+                               self.retryable_http)
         try:
             data = resp.json()
             choice = data["choices"][0]

@@ -13,14 +13,29 @@ import importlib
 import inspect
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from core.errors import InputError
 from core.freeze import Criterion
-from core.screeners.base import CallFailed, RawResult, Screener, ScreenRequest
+from core.screeners.base import BuildContext, CallFailed, RawResult, Screener, ScreenRequest
+from core.screeners.options import ScreenerOptions
 from core.screeners.parsing import ParseSpec
 
-__all__ = ["PythonScreener", "load_callable"]
+__all__ = ["PythonOptions", "PythonScreener", "load_callable"]
+
+
+class PythonOptions(ScreenerOptions):
+    """``[screener]`` with ``kind = "python"`` (imports code: operator opt-in only)."""
+
+    kind: Literal["python"] = "python"
+    function: str = Field(
+        "", title="Function",
+        description="module:function, imported into this process; it receives the "
+                    "application text and returns the answer (a dict or JSON text).",
+        json_schema_extra={"placeholder": "my_package.screen:score", "columns": 1,
+                           "order": -1})
 
 
 def load_callable(spec: str) -> Callable[..., Any]:
@@ -41,7 +56,12 @@ def load_callable(spec: str) -> Callable[..., Any]:
 
 
 class PythonScreener(Screener):
+    """A ``module:function`` called once per draw."""
+
     kind = "python"
+    title = "A Python function"
+    order = 50
+    Options = PythonOptions
     uses_http = False
     runs_code = True
 
@@ -57,6 +77,22 @@ class PythonScreener(Screener):
             self._accepts = set(params)
         except (TypeError, ValueError):
             self._var_kw, self._accepts = True, set()
+
+    @classmethod
+    def from_options(cls, options: PythonOptions, context: BuildContext) -> PythonScreener:
+        model = options.model_id(context)
+        if not options.function:
+            raise InputError("the python screener needs function = \"module:function\"")
+        return cls(function=options.function, model=model, criteria=context.criteria,
+                   parse=options.parse_spec())
+
+    @classmethod
+    def endpoint(cls, options: PythonOptions) -> str:
+        return f"python: {options.function}"
+
+    @classmethod
+    def describe_code(cls, options: PythonOptions) -> str:
+        return f"the Python function {options.function} (imported into this process)"
 
     async def call(self, client: Any, request: ScreenRequest) -> RawResult:
         extra = {"candidate_id": request.candidate_id, "run": request.run,
