@@ -121,6 +121,34 @@ class Comparison:
     ------
     InputError
         ``reps`` below 100, or a negative capacity / non-positive applications per req.
+
+    References
+    ----------
+    .. [1] SPEC §7; issue 11 ("Did the fix work?").
+    .. [2] The statistics: :func:`core.compare.variance_ratio` (F interval),
+       :func:`core.compare.bootstrap_weights` (percentile bootstrap over candidates).
+
+    Examples
+    --------
+    The same three candidates before (A) and after (B) a change, four runs each:
+
+    >>> import pandas as pd
+    >>> from core.audit import Settings, analyze_frames
+    >>> def draws(totals):
+    ...     return pd.DataFrame([(c, j + 1, "total", float(v)) for c, vs in totals.items()
+    ...                          for j, v in enumerate(vs)],
+    ...                         columns=["candidate_id", "run", "criterion", "score"])
+    >>> a = analyze_frames(draws({"a": [9, 11, 10, 7], "b": [9, 6, 8, 11], "c": [4, 6, 3, 9]}),
+    ...                    settings=Settings(cutoff=9), audit_id="A")
+    >>> b = analyze_frames(draws({"a": [10, 10, 11, 10], "b": [8, 8, 7, 8], "c": [4, 5, 4, 4]}),
+    ...                    settings=Settings(cutoff=9), audit_id="B")
+    >>> c = Comparison(a, b, seed=1)
+    >>> t = c.total
+    >>> round(t.f_ratio, 2), round(t.f_low, 2), round(t.f_high, 2), t.change
+    (19.0, 4.72, 76.49, 'improved')
+    >>> d = c.disagreement(9.0)
+    >>> round(d.a, 3), d.b, d.paired
+    (0.556, 0.0, True)
     """
 
     def __init__(self, a: AuditResult, b: AuditResult, *, reps: int = DEFAULT_REPS,
@@ -296,6 +324,13 @@ class Comparison:
         of the differences over resampled candidates. Unpaired: ``Δ = mean(d_B) − mean(d_A)``,
         each audit's candidates resampled separately. Percentile interval at 95%; candidates with
         a single run (no d) are left out. No interval with fewer than 2 candidates (pairs).
+
+        References
+        ----------
+        .. [1] SPEC §7 ("Decision noise at a cutoff"); seed 000, "Method", step 5.
+        .. [2] Efron, B. & Tibshirani, R. J. (1993). *An Introduction to the Bootstrap*,
+           ch. 13; R ``boot::boot.ci(type = "perc")``; ``scipy.stats.bootstrap(...,
+           method="percentile")`` (paired: resample the differences; unpaired: two samples).
         """
         if self.withheld:
             raise InputError(f"nothing is compared: {self.withheld}")
