@@ -26,7 +26,7 @@ from typing import Any, TextIO
 from core.config import AuditConfig, load_config, save_audit
 from core.errors import AuditError
 from core.estimate import audit_estimate
-from core.format import term_escape, term_lines
+from core.format import money, term_escape, term_lines
 from core.invalid import describe as invalid_lines
 from core.invalid import invalid_answers
 from core.runner import (
@@ -97,12 +97,12 @@ def _print_estimate(cfg: AuditConfig, screener: Any, store: Store, out: TextIO,
                          candidates=store.get_candidates(cfg.audit_id), runs=cfg.options.runs,
                          completed=store.completed_pairs(cfg.audit_id),
                          concurrency=cfg.options.concurrency)
-    cost = "unknown" if est.cost is None else f"${est.cost:,.2f}"
+    cost = "unknown" if est.cost is None else money(est.cost)
     wall = "unknown" if est.wall_time_s is None else format_duration(est.wall_time_s)
     print(f"estimate: {est.calls} calls, ~{est.input_tokens:,} input and "
           f"~{est.output_tokens:,} output tokens, cost {cost}, wall time {wall} at "
           f"concurrency {est.concurrency}", file=out)
-    worst = "" if est.worst_cost is None else f", cost {money_or(est.worst_cost)}"
+    worst = "" if est.worst_cost is None else f", cost {money(est.worst_cost)}"
     print(f"worst case: {est.worst_calls:,} calls{worst} (every pair using its "
           f"max_calls_per_pair = {cfg.options.max_calls_per_pair} calls, every answer "
           "max_tokens long)", file=out)
@@ -110,10 +110,6 @@ def _print_estimate(cfg: AuditConfig, screener: Any, store: Store, out: TextIO,
         print(f"  {name}: {source}", file=out)
     for note in est.notes:
         print(f"  note: {note}", file=out)
-
-
-def money_or(x: float) -> str:
-    return f"${x:,.2f}" if abs(x) >= 0.1 or x == 0 else f"${x:.3g}"
 
 
 def destination_line(screener: Any) -> str:
