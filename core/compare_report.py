@@ -2,8 +2,8 @@
 self-contained HTML page with the charts (SPEC §7, issue 11).
 
 :func:`report_dict` turns a :class:`core.comparison.Comparison` at one cutoff into plain data;
-the text, Markdown and HTML layouts are Jinja2 templates in ``core/templates/compare/`` fed by
-that dict, every piece of user text escaped for its target by :mod:`core.format`.
+the text, Markdown and HTML layouts are Jinja2 templates (``core/templates/compare_*.j2``) fed
+by that dict, every piece of user text escaped for its target by :mod:`core.format`.
 """
 
 from __future__ import annotations
@@ -147,13 +147,13 @@ def report_dict(c: Comparison, *, cutoff: float | None = None, k: float | None =
 
 # ============================================================================ rendering
 def render_text(d: dict[str, Any]) -> str:
-    """The comparison for a terminal (``core/templates/compare/text.j2``)."""
-    return render_template("compare/text.j2", "text", d=d)
+    """The comparison for a terminal (``core/templates/compare_text.j2``)."""
+    return render_template("compare_text.j2", "text", d=d)
 
 
 def render_markdown(d: dict[str, Any]) -> str:
     """Markdown: headings, the harness and per-criterion tables, escaped cells."""
-    return render_template("compare/md.j2", "md", d=d)
+    return render_template("compare_md.j2", "md", d=d)
 
 
 def render_json(d: dict[str, Any]) -> str:
@@ -175,7 +175,7 @@ def render_html(c: Comparison, d: dict[str, Any]) -> str:
     """A self-contained page: the verdict, the harness table with differing fields marked, the
     text report (escaped) and the charts with plotly.js inlined."""
     figs = [] if d["withheld"] else figures(c, c.view(d["cutoff"], d["k"], d["capacity"]))
-    return render_template("compare/html.j2", "html", d=d, text=render_text(d),
+    return render_template("compare_html.j2", "html", d=d, text=render_text(d),
                            title=f"Audit comparison — {d['a']['audit_id']} → "
                                  f"{d['b']['audit_id']}",
                            charts=chart_markup(figs))

@@ -292,8 +292,8 @@ def _invalid_lines(d: dict[str, Any]) -> list[str] | None:
 
 
 def _text_from_dict(d: dict[str, Any]) -> str:
-    """The plain-text report of a report dict (``core/templates/audit/text.j2``)."""
-    return render_template("audit/text.j2", "text", d=d, invalid=_invalid_lines(d))
+    """The plain-text report of a report dict (``core/templates/audit_text.j2``)."""
+    return render_template("audit_text.j2", "text", d=d, invalid=_invalid_lines(d))
 
 
 def render_text(result: AuditResult, *, cutoff: float | None = None,
@@ -306,10 +306,10 @@ def render_text(result: AuditResult, *, cutoff: float | None = None,
 def render_markdown(result: AuditResult, *, cutoff: float | None = None,
                     k: float | None = None) -> str:
     """Markdown: the text report's sections as headings and bullets, the per-criterion table as
-    a table (``core/templates/audit/md.j2``); user text escaped by :func:`core.format.md_escape`
+    a table (``core/templates/audit_md.j2``); user text escaped by :func:`core.format.md_escape`
     and :func:`core.format.md_cell`."""
     d = report_dict(result, cutoff=cutoff, k=k)
-    return render_template("audit/md.j2", "md", d=d, invalid=_invalid_lines(d))
+    return render_template("audit_md.j2", "md", d=d, invalid=_invalid_lines(d))
 
 
 def render_json(result: AuditResult, *, cutoff: float | None = None,
@@ -327,7 +327,7 @@ def render_html(result: AuditResult, *, cutoff: float | None = None,
     with _quiet():
         if not d["guards"].get("statistics_withheld"):
             figs = _html_figures(result, cutoff, k)
-    return render_template("audit/html.j2", "html", d=d, text=_text_from_dict(d),
+    return render_template("audit_html.j2", "html", d=d, text=_text_from_dict(d),
                            title=f"Screening score variance audit — req {d['req']['id']}",
                            charts=chart_markup(figs))
 

@@ -28,24 +28,24 @@ def test_a_report_dict_missing_a_key_fails_instead_of_printing_nothing():
     del d["scope"]
     for target in ("text", "md"):
         with pytest.raises(jinja2.UndefinedError, match="scope"):
-            render_template(f"audit/{target}.j2", target, d=d, invalid=None)
+            render_template(f"audit_{target}.j2", target, d=d, invalid=None)
 
 
 def test_every_target_escapes_user_text_its_own_way():
     evil = "<i>x</i>|\x1b[31mred\nFORGED LINE"
     d = _dict(evil)
-    text = render_template("audit/text.j2", "text", d=d, invalid=None)
+    text = render_template("audit_text.j2", "text", d=d, invalid=None)
     assert "\x1b" not in text and "\\x1b[31mred\\nFORGED LINE" in text
     assert not any(line.startswith("FORGED") for line in text.splitlines())
-    md = render_template("audit/md.j2", "md", d=d, invalid=None)
+    md = render_template("audit_md.j2", "md", d=d, invalid=None)
     assert "<i>" not in md and "\\<i\\>x\\</i\\>\\|" in md and "\x1b" not in md
-    page = render_template("audit/html.j2", "html", d=d, text=text, title="t", charts=[])
+    page = render_template("audit_html.j2", "html", d=d, text=text, title="t", charts=[])
     assert "<i>" not in page and "&lt;i&gt;x&lt;/i&gt;" in page
 
 
 def test_an_unknown_target_is_refused_by_name():
     with pytest.raises(ValueError, match="target must be one of text, md, html"):
-        render_template("audit/text.j2", "pdf", d={})
+        render_template("audit_text.j2", "pdf", d={})
 
 
 def test_the_slider_path_does_not_load_jinja2():
