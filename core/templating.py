@@ -17,12 +17,14 @@ Only the report path imports this module (``core.live`` and the slider never do)
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 from markupsafe import Markup
 
 from core import format as fmt
+
+if TYPE_CHECKING:
+    import jinja2
 
 __all__ = ["render_template", "TARGETS"]
 
@@ -51,12 +53,15 @@ _FINALIZE = {"text": fmt.term_escape, "md": None, "html": _html_finalize}
 
 @cache
 def _environment(target: str) -> jinja2.Environment:
+    import jinja2  # here, not at import: the JSON report and the pages never pay for it
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("core", "templates"),
         undefined=jinja2.StrictUndefined,
         autoescape=target == "html",
         finalize=_FINALIZE[target],
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        auto_reload=False,   # templates are package files: never re-stat them per render
     )
     env.filters.update(_FILTERS)
     return env
