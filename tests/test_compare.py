@@ -30,7 +30,7 @@ from core.errors import InputError
 from core.format import COMPARE_LINE_RE, points_change
 from core.store import Store
 from tests.apptest_helpers import ROOT, TIMEOUT, plain
-from tests.conftest import long_frame, run_cli
+from tests.support import long_frame, run_cli
 
 
 def _audit(data: dict[str, dict[str, list[float]]], audit_id: str = "A", *, cutoff: float = 5.0,

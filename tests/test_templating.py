@@ -11,7 +11,7 @@ import pytest
 
 from core.report import report_dict
 from core.templating import render_template
-from tests.conftest import long_frame
+from tests.support import long_frame
 
 
 def _dict(candidate: str) -> dict:
