@@ -145,10 +145,38 @@ def analyze_frames(long: pd.DataFrame, *, criteria: pd.DataFrame | None = None,
                    drift: dict[str, Any] | None = None) -> AuditResult:
     """Analyse draws held in frames (see module docstring).
 
+    Guards first (cache, determinism, model population, anchors, invalid answers), then the
+    criteria (:func:`core.criteria.decompose`, :func:`core.criteria.icc1`), flip
+    (:func:`core.flip.summarize`) and band (:func:`core.band.recommend_band`) steps at the
+    configured cutoff; :attr:`AuditResult.live` answers every other cutoff.
+
     Raises
     ------
     GuardError
         ``withheld: …`` when there is no draw at all (e.g. every call failed).
+
+    References
+    ----------
+    .. [1] Seed 000 (the method), "Method", steps 1–6, "Output format" and "Watch-outs";
+       SPEC §3 and §4.
+    .. [2] Seed 004 (paper: "changes in recruiting agent scores may come from grader bias"):
+       why an audit has an expiry date — the drift horizon that ``drift`` carries into the
+       report (SPEC §5).
+    .. [3] The references of each step's entry point: pingouin ``intraclass_corr`` (ICC1),
+       statsmodels ``proportion_confint(method="beta")``, R ``lme4::lmer``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> long = pd.DataFrame({"candidate_id": ["a"] * 3 + ["b"] * 3 + ["c"] * 3,
+    ...                      "run": [1, 2, 3] * 3, "criterion": "total",
+    ...                      "score": [9.0, 11, 10, 9, 6, 8, 4, 6, 3]})
+    >>> result = analyze_frames(long, settings=Settings(cutoff=9))
+    >>> round(result.live.within_sd, 3)
+    1.374
+    >>> view = result.view(9.0, 2.0)
+    >>> view.flip.candidates_with_flip, view.flip.worst_candidate
+    (1, 'b')
     """
     if long is None or len(long) == 0:
         raise GuardError(f"withheld: audit '{audit_id}' has no draws yet, so there is nothing "

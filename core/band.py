@@ -119,6 +119,27 @@ def recommend_band(cutoff: float, within_sd: float, sorted_residuals: np.ndarray
     ``bounds`` — the score range (0..Σ max points, or the observed range): every edge (of the
     band and of each rule) is clamped to it, so no band reads "-0.8 – 74.6" on a 0..100
     rubric. A negative ``override`` counts as 0. Which rule binds is decided before clamping.
+
+    Notes
+    -----
+    ``σ_w`` is the pooled within-candidate SD of the total; ``h_L``, ``h_U`` are the empirical
+    half-widths (:func:`empirical_halfwidths`): the quantiles of the pooled, scaled residuals
+    ``(x_ij − x̄_i)·sqrt(n_i/(n_i − 1))`` that leave the same tail mass outside as ``±kσ`` does
+    under a normal law. Each side takes the wider of the two rules (``bound_by`` says which).
+
+    References
+    ----------
+    .. [1] Seed 000 (the method), "Method", step 6 "Emit a cutoff and a manual-review band",
+       and "Output format" (RECOMMENDED); SPEC §3.6.
+    .. [2] Quantiles: ``numpy.quantile``; R ``quantile(type = 7)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> residuals = np.array([-2.04, -1.63, -1.22, -0.41, 0.0, 0.41, 1.22, 1.63, 2.04])
+    >>> b = recommend_band(9.0, 1.5, residuals, k=2.0)
+    >>> b.low, b.high, b.bound_by
+    (6.0, 12.0, {'low': '2-SD', 'high': '2-SD'})
     """
     half = k * within_sd
     h_l, h_u = empirical_halfwidths(sorted_residuals, k)
@@ -156,7 +177,22 @@ def reverse_probability(pool: np.ndarray, within_sd: float, cutoff: float,
     With pool mean ``μ_p``, variance ``v_p`` and ``σ_w``: ``σ_θ² = max(0, v_p − σ_w²)``,
     ``ρ = σ_θ²/v_p``; a fresh draw given ``s`` is ``N(μ_p + ρ(s − μ_p), (1 + ρ)σ_w²)``;
     ``P(reverse | s)`` is its probability of landing on the other side of ``t`` from ``s``.
-    A normal approximation.
+    A normal approximation; ``μ_p + ρ(s − μ_p)`` is Kelley's regressed true score.
+
+    References
+    ----------
+    .. [1] Seed 000 (the method), "Method", step 6 and "Watch-outs"; SPEC §3.6 (re-run
+       exposure, capacity).
+    .. [2] Kelley, T. L. (1947). *Fundamentals of Statistics*. Harvard University Press — the
+       regressed true-score estimate ``μ + ρ(s − μ)``.
+    .. [3] ``scipy.stats.norm.cdf`` (here ``scipy.special.ndtr``); R ``pnorm``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> p, rho = reverse_probability(np.array([0.0, 5, 10, 15, 20]), 2.0, 10.0)
+    >>> p.round(3), round(rho, 3)
+    (array([0.   , 0.046, 0.5  , 0.046, 0.   ]), 0.936)
     """
     s = np.asarray(pool, dtype="float64")
     mu, v = float(np.mean(s)), float(np.var(s, ddof=1)) if len(s) > 1 else 0.0
@@ -197,6 +233,24 @@ def capacity_halfwidth(sorted_pool: np.ndarray, cutoff: float, reviews_capacity:
     """The widest symmetric half-width whose band needs at most ``reviews_capacity`` reviews.
 
     Returns 0 when even a zero-width band exceeds the capacity.
+
+    Notes
+    -----
+    A band of half-width ``h`` costs ``A · #{s : |s − t| ≤ h} / P`` reviews per req (``A``
+    applications per req, ``P`` pool scores); the capacity ``C`` allows ``⌊C·P/A⌋`` pool
+    scores inside, so ``h`` is the largest distance below the next one.
+
+    References
+    ----------
+    .. [1] SPEC §3.6 (reviewer capacity); seed 000, "Method", step 6 (the routing rule).
+
+    Examples
+    --------
+    A pool of 20 scores 0..19, 20 applications per req and capacity for 5 reviews around 9:
+
+    >>> import numpy as np
+    >>> capacity_halfwidth(np.arange(0.0, 20.0), 9.0, 5, 20)
+    2.0
     """
     if len(sorted_pool) == 0:
         return float("nan")

@@ -11,7 +11,6 @@ without re-validation; ``tests/test_charts.py`` checks every figure against the 
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import numpy as np
@@ -20,6 +19,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from core.band import Band
+from core.format import html_escape
 
 __all__ = ["criteria_chart", "draws_strip", "pool_histogram", "flip_curve_chart",
            "pass_rate_scatter", "disagreement_curves", "VERDICT_COLOURS"]
@@ -38,7 +38,7 @@ def _figure(data: list[dict[str, Any]], **layout: Any) -> go.Figure:
 
 def _safe(values: object) -> np.ndarray:
     """User text for Plotly: it renders tags such as <b> or <a href> in labels, so escape."""
-    return np.array([html.escape(str(v)) for v in np.asarray(values, dtype=object)],
+    return np.array([html_escape(v) for v in np.asarray(values, dtype=object)],
                     dtype=object)
 
 
@@ -125,7 +125,7 @@ def pool_histogram(pool: np.ndarray, cutoff: float, band: Band | None = None,
         shapes.append(dict(type="rect", yref="paper", y0=0, y1=1, x0=lo, x1=hi,
                            fillcolor="rgba(42,157,143,0.15)", line=dict(width=0),
                            layer="below"))
-        notes.append(_note(html.escape(name), yref="paper", y=1, x=lo, xanchor="left",
+        notes.append(_note(html_escape(name), yref="paper", y=1, x=lo, xanchor="left",
                            yanchor="top"))
     if band is not None:
         shapes.append(dict(type="rect", yref="paper", y0=0, y1=1, x0=band.low, x1=band.high,

@@ -209,7 +209,8 @@ def _one_line_error(message: str) -> None:
 
 def _cmd_compare(a: argparse.Namespace) -> int:
     from core.audit import analyze
-    from core.compare import Comparison, render
+    from core.compare_report import render
+    from core.comparison import Comparison
     from core.store import Store
 
     if len(a.audit) != 2:

@@ -44,6 +44,18 @@ def sd_interval(s: float, df: float, level: float = 0.95) -> tuple[float, float]
     ``(s·sqrt(df/χ²_{1-α/2,df}), s·sqrt(df/χ²_{α/2,df}))``. At df 14 (n = 15) the factors are
     0.73 and 1.58; at df 29 (n = 30) 0.80 and 1.34 (the seed's figures). Returns NaNs for
     ``df < 1``.
+
+    References
+    ----------
+    .. [1] Seed 000 (the method), "Method", step 3 "Run N replications per candidate, and pick
+       N for the interval you need".
+    .. [2] ``scipy.stats.chi2.ppf``; R: ``sqrt(df * s^2 / qchisq(c(0.975, 0.025), df))``.
+
+    Examples
+    --------
+    >>> lo, hi = sd_interval(1.0, 14)
+    >>> round(lo, 2), round(hi, 2)
+    (0.73, 1.58)
     """
     if not df >= 1 or not np.isfinite(s):
         return (float("nan"), float("nan"))
@@ -98,6 +110,44 @@ def decompose(draws: Draws, *, dead_tol_frac: float = 0.05) -> pd.DataFrame:
       empty when an SD cannot be estimated (a single candidate).
     * ``modal_score`` / ``modal_candidates``: the most common score and for how many candidates
       it is their most common score ("25/25 for 39/40").
+    * ``within_sd²`` is the within-candidate mean square of a one-way random-effects ANOVA with
+      the candidate as the group (MSW), and ``between_sd²`` the variance of the candidate
+      means; the share of within variance is the covariance of a criterion's within-candidate
+      deviations with the total's, over the total's within variance.
+
+    References
+    ----------
+    .. [1] Seed 000 (the method), "Method", step 4 "Decompose per criterion before touching
+       the total"; SPEC §3.4.
+    .. [2] R: ``anova(lm(score ~ factor(candidate_id)))`` — its residual mean square is
+       ``within_sd²``; ``lme4::lmer(score ~ 1 + (1 | candidate_id))`` gives the same
+       residual variance on balanced data (REML).
+    .. [3] statsmodels: ``anova_lm(ols("score ~ C(candidate_id)", df).fit())`` (residual
+       ``mean_sq``), ``mixedlm("score ~ 1", df, groups="candidate_id")`` (``scale``).
+    .. [4] Shrout, P. E. & Fleiss, J. L. (1979). Intraclass correlations: uses in assessing
+       rater reliability. *Psychological Bulletin* 86(2), 420–428 (the one-way layout).
+
+    Examples
+    --------
+    Three candidates, three runs each: ``skill`` separates them and never moves (WORKING),
+    ``style`` moves more within a candidate than between candidates (NOISY), ``gate`` always
+    gives 1 (DEAD).
+
+    >>> import pandas as pd
+    >>> from core.draws import Draws
+    >>> long = pd.DataFrame({
+    ...     "candidate_id": ["a"] * 9 + ["b"] * 9 + ["c"] * 9,
+    ...     "run": [1, 1, 1, 2, 2, 2, 3, 3, 3] * 3,
+    ...     "criterion": ["skill", "style", "gate"] * 9,
+    ...     "score": [8, 1, 1, 8, 3, 1, 8, 2, 1,  5, 4, 1, 5, 1, 1, 5, 3, 1,
+    ...               2, 2, 1, 2, 4, 1, 2, 1, 1]})
+    >>> table = decompose(Draws.from_long(long))
+    >>> print(table[["criterion", "within_sd", "between_sd", "verdict"]].round(2).to_string())
+      criterion  within_sd  between_sd  verdict
+    0     skill       0.00        3.00  WORKING
+    1     style       1.37        0.33    NOISY
+    2      gate       0.00        0.00     DEAD
+    3     total       1.37        2.85
     """
     cand, counts, K = draws.cand, draws.counts, draws.K
     t_dev, _ = _within_ss(cand, draws.total, counts)
@@ -201,6 +251,25 @@ def icc1(cand: np.ndarray, values: np.ndarray, counts: np.ndarray, level: float 
     ``F_L = F / F_{1-α/2}(K−1, N−K)``, ``F_U = F · F_{1-α/2}(N−K, K−1)``, the interval is
     ``((F_L − 1)/(F_L + n₀ − 1), (F_U − 1)/(F_U + n₀ − 1))``. Validated against
     ``pingouin.intraclass_corr`` (ICC1) on balanced data.
+
+    References
+    ----------
+    .. [1] Seed 000 (the method), "Method", step 2 (reliability is between-candidate variance
+       over total variance; withheld without anchors); SPEC §3.4.
+    .. [2] Shrout, P. E. & Fleiss, J. L. (1979). Intraclass correlations: uses in assessing
+       rater reliability. *Psychological Bulletin* 86(2), 420–428 — ICC(1,1) and its interval.
+    .. [3] pingouin: ``intraclass_corr(data, targets="candidate_id", raters="run",
+       ratings="score")``, row ``ICC1`` (value and ``CI95%``); R: ``psych::ICC`` (``ICC1``) or
+       ``irr::icc(model="oneway", type="consistency", unit="single")``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> cand = np.array([0, 0, 0, 1, 1, 1, 2, 2, 2])
+    >>> total = np.array([9.0, 11, 10, 9, 6, 8, 4, 6, 3])
+    >>> r = icc1(cand, total, np.array([3, 3, 3]))
+    >>> round(r.icc1, 3), (round(r.ci95[0], 3), round(r.ci95[1], 3))
+    (0.798, (0.205, 0.994))
     """
     K = len(counts)
     N = float(np.sum(counts))

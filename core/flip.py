@@ -53,7 +53,26 @@ def disagreement(k: np.ndarray, n: np.ndarray) -> np.ndarray:
     Notes
     -----
     Unbiased for ``2p(1 − p)``: of the ``n(n−1)/2`` unordered pairs of runs, ``k(n−k)`` straddle
-    the cutoff.
+    the cutoff. It is one minus Fleiss's per-subject agreement ``P_i`` with two categories
+    (pass, fail). NaN for a candidate with a single run.
+
+    References
+    ----------
+    .. [1] Seed 000 (the method), "Method", step 5 "Compute the flip rate on single draws —
+       never on the mean"; SPEC §3.5.
+    .. [2] Fleiss, J. L. (1971). Measuring nominal scale agreement among many raters.
+       *Psychological Bulletin* 76(5), 378–382 — ``P_i``; statsmodels:
+       ``statsmodels.stats.inter_rater.fleiss_kappa`` computes the same ``P_i`` internally.
+
+    Examples
+    --------
+    Four runs that pass 0, 1 and 2 times:
+
+    >>> import numpy as np
+    >>> disagreement(np.array([0, 1, 2]), np.array([4, 4, 4])).round(3)
+    array([0.   , 0.5  , 0.667])
+    >>> flip_rate(np.array([0, 1, 2]), np.array([4, 4, 4]))
+    array([0.  , 0.25, 0.5 ])
     """
     k = np.asarray(k, dtype="float64")
     n = np.asarray(n, dtype="float64")
@@ -71,6 +90,20 @@ def clopper_pearson(k: np.ndarray, n: np.ndarray, level: float = 0.95
     k = n). Equals ``statsmodels.stats.proportion.proportion_confint(method="beta")``. Computed
     once per distinct ``(k, n)`` pair, so a slider move over thousands of candidates costs a
     handful of quantile calls.
+
+    References
+    ----------
+    .. [1] Clopper, C. J. & Pearson, E. S. (1934). The use of confidence or fiducial limits
+       illustrated in the case of the binomial. *Biometrika* 26(4), 404–413.
+    .. [2] statsmodels: ``proportion_confint(k, n, method="beta")``; scipy:
+       ``binomtest(k, n).proportion_ci(method="exact")``; R: ``binom.test(k, n)$conf.int``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lo, hi = clopper_pearson(np.array([1]), np.array([4]))
+    >>> round(float(lo[0]), 4), round(float(hi[0]), 4)
+    (0.0063, 0.8059)
     """
     k = np.asarray(k, dtype="int64")
     n = np.asarray(n, dtype="int64")
@@ -140,7 +173,29 @@ def summarize(cutoff: float, candidate_ids: np.ndarray, k: np.ndarray, n: np.nda
     -----
     Worst = largest flip rate; ties broken by ``|k/n − 0.5|`` (closest to a coin first), then by
     candidate id. Flip interval = [min, max] of the mean total of candidates with
-    ``0 < k < n``; ``None`` when no candidate flips.
+    ``0 < k < n``; ``None`` when no candidate flips. Mean disagreement = mean over candidates
+    of :func:`disagreement` (candidates with one run left out).
+
+    References
+    ----------
+    .. [1] Seed 000 (the method), "Method", step 5 "Compute the flip rate on single draws —
+       never on the mean", and "Output format" (FLIP RATE AT CUTOFF); SPEC §3.5.
+    .. [2] Fleiss, J. L. (1971). Measuring nominal scale agreement among many raters.
+       *Psychological Bulletin* 76(5), 378–382 (per-subject agreement, see
+       :func:`disagreement`).
+
+    Examples
+    --------
+    Three candidates with 4 runs each; at the cutoff ``b`` passes 2 of 4 runs (a coin flip),
+    ``c`` 3 of 4:
+
+    >>> import numpy as np
+    >>> s = summarize(78.0, np.array(["a", "b", "c"]), k=np.array([4, 2, 3]),
+    ...               n=np.array([4, 4, 4]), means=np.array([85.0, 77.5, 79.0]))
+    >>> s.candidates_with_flip, s.worst_candidate, s.worst_flip_rate, s.flip_interval
+    (2, 'b', 0.5, (77.5, 79.0))
+    >>> round(s.mean_disagreement, 3)
+    0.389
     """
     fr = flip_rate(k, n)
     flips = (k > 0) & (k < n)

@@ -21,11 +21,11 @@ import pandas as pd
 
 __all__ = ["md_escape", "md_cell", "html_escape", "term_escape", "term_lines", "csv_safe",
            "csv_safe_frame",
-           "pvalue", "num", "fixed", "pct", "points_change", "pts", "money", "criteria_display",
+           "pvalue", "num", "decimals", "pct", "points_change", "pts", "money", "criteria_display",
            "flip_display", "seconds", "live_line", "LIVE_LINE_RE", "compare_line",
            "COMPARE_LINE_RE", "MISSING", "score_precision", "sd", "share",
            "sd_table", "criteria_column_help", "count", "overdue_text",
-           "readable", "p_equals", "ordinal", "reviews_txt"]
+           "readable", "p_equals", "ordinal", "reviews_txt", "fixed", "score", "ratio"]
 
 #: How a missing figure reads, everywhere.
 MISSING = "—"
@@ -156,7 +156,7 @@ def sd(x: Any, nd: int = 2) -> str:
     return _no_negative_zero(f"{float(x):.{nd}f}")
 
 
-def fixed(x: Any, nd: int = 3) -> str:
+def decimals(x: Any, nd: int = 3) -> str:
     """A number with exactly ``nd`` decimals (an estimate, its SE, a p-value beside its
     statistic): ``—`` for missing, ``∞`` / ``−∞`` for an unbounded end, never ``-0.000``."""
     if _missing(x):
@@ -189,8 +189,48 @@ def pts(x: Any) -> str:
     return num(x, 1)
 
 
-def pct(x: Any, nd: int = 0) -> str:
+#: Above this magnitude :func:`fixed` and :func:`score` use scientific notation (never 300
+#: digits).
+_HUGE = 1e12
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return x is not None and not isinstance(x, bool) and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def fixed(x: Any, nd: int = 1) -> str:
+    """A number with ``nd`` decimals and no separators (the reports' tables); ``—`` when missing
+    or not finite; four significant digits from 1e12 up."""
+    if not _finite(x):
+        return MISSING
+    x = float(x)
+    return f"{x:.4g}" if abs(x) >= _HUGE else f"{x:.{nd}f}"
+
+
+def score(x: Any) -> str:
+    """A score for prose: integers without decimals, else one decimal; ``—`` when missing."""
+    if not _finite(x):
+        return MISSING
+    x = float(x)
+    if abs(x) >= _HUGE:
+        return f"{x:.4g}"
+    return f"{x:.0f}" if abs(x - round(x)) < 1e-9 else f"{x:.1f}"
+
+
+def ratio(x: Any, nd: int = 2) -> str:
+    """A variance ratio: ``nd`` decimals (:func:`num`), three significant digits from 1e6 up;
+    ``—`` when missing."""
     if _missing(x):
+        return MISSING
+    return num(x, nd) if abs(float(x)) < 1e6 else f"{float(x):.3g}"
+
+
+def pct(x: Any, nd: int = 0) -> str:
+    """A proportion in percent with ``nd`` decimals; ``—`` when missing or not finite."""
+    if not _finite(x):
         return MISSING
     return _no_negative_zero(f"{100 * float(x):.{nd}f}") + "%"
 

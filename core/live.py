@@ -97,6 +97,34 @@ class LiveAudit:
     applications_per_req : float, optional
         Defaults to the pool size.
     comparison : ``">="`` (default) or ``">"``
+
+    Notes
+    -----
+    One slider move is :meth:`view`: pass counts per candidate from the (candidates × runs)
+    matrix (flip rate, disagreement, Clopper–Pearson interval from a table precomputed per
+    ``(k, n)``), the band from the pooled within-SD and the sorted residuals, and the pool's
+    share inside the band by two binary searches. The formulas are those of :mod:`core.flip`
+    and :mod:`core.band`; this class only precomputes what they need.
+
+    References
+    ----------
+    .. [1] Seed 000 (the method), "Method", steps 5 and 6; SPEC §3.5, §3.6 and §6 (a slider
+       move never reads the database).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> from core.draws import Draws
+    >>> long = pd.DataFrame({"candidate_id": ["a"] * 3 + ["b"] * 3 + ["c"] * 3,
+    ...                      "run": [1, 2, 3] * 3, "criterion": "total",
+    ...                      "score": [9.0, 11, 10, 9, 6, 8, 4, 6, 3]})
+    >>> live = LiveAudit(Draws.from_long(long), pool=np.arange(0.0, 20.0))
+    >>> v = live.view(9.0, k=2.0)
+    >>> v.flip.candidates_with_flip, v.flip.worst_candidate
+    (1, 'b')
+    >>> round(v.band.low, 2), round(v.band.high, 2), v.manual_reviews_per_req
+    (6.25, 11.75, 5.0)
     """
 
     def __init__(self, draws: Draws, pool: np.ndarray | None = None,

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core import compare as cmp
+from core import compare_report as cmp
+from core.comparison import Comparison
 from core.demo import DEMO_AUDIT_ID, DEMO_V2_AUDIT_ID
 from core.errors import AuditError
 from core.format import compare_line, md_cell, md_escape, num, pct
@@ -67,8 +68,8 @@ with st.expander("Bootstrap settings"):
 
 @st.cache_resource(max_entries=4, show_spinner="Comparing the audits…")
 def _comparison(path: str, a: str, va: str, b: str, vb: str, reps: int, seed: int
-                ) -> cmp.Comparison:
-    return cmp.Comparison(state.get_result(store, a), state.get_result(store, b), reps=reps,
+                ) -> Comparison:
+    return Comparison(state.get_result(store, a), state.get_result(store, b), reps=reps,
                           seed=seed)
 
 

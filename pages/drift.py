@@ -24,7 +24,7 @@ from core.drift.panel import panel_from_audits, read_panel
 from core.drift.result import drift_result_json, reaudit_overdue
 from core.drift.severity import default_reference
 from core.errors import AuditError
-from core.format import fixed, md_escape, p_equals, pct, readable
+from core.format import decimals, md_escape, p_equals, pct, readable
 from ui.state import active_audit, get_store
 
 # ---------------------------------------------------------------- session-state keys (local)
@@ -255,13 +255,13 @@ if not st2.identified:
 else:
     st.plotly_chart(_smoothed_chart(batches, analysis.deployments), width="stretch")
     q1, q2, q3, q4 = st.columns(4)
-    q1.metric("q (per week)", fixed(st2.q, 5))
-    q2.metric("q 95% interval", f"{fixed(st2.q_ci95[0], 5)} – {fixed(st2.q_ci95[1], 5)}")
-    q3.metric("Innovation SD / week", fixed(st2.innovation_sd),
-              help=f"95% {fixed(st2.innovation_sd_ci95[0])} – "
-                   f"{fixed(st2.innovation_sd_ci95[1])}")
+    q1.metric("q (per week)", decimals(st2.q, 5))
+    q2.metric("q 95% interval", f"{decimals(st2.q_ci95[0], 5)} – {decimals(st2.q_ci95[1], 5)}")
+    q3.metric("Innovation SD / week", decimals(st2.innovation_sd),
+              help=f"95% {decimals(st2.innovation_sd_ci95[0])} – "
+                   f"{decimals(st2.innovation_sd_ci95[1])}")
     q4.metric("LR test of q = 0", p_equals(st2.lr_pvalue),
-              help=f"LR = {fixed(st2.lr, 2)}; boundary p-value ½·P(χ²₁ > LR)")
+              help=f"LR = {decimals(st2.lr, 2)}; boundary p-value ½·P(χ²₁ > LR)")
     st.caption("q: variance per week of movement the resets (deployments, free steps) do not "
                "explain; profile-likelihood interval.")
     st.dataframe(readable(analysis.variants, nd=4), hide_index=True, width="stretch")
@@ -282,14 +282,14 @@ def _horizon_panel() -> None:
         st.error(md_escape(exc))
         return
     h1, h2, h3, h4 = st.columns(4)
-    h1.metric("Predictive SD at 4 weeks", fixed(hz.sd_at_weeks[4]))
-    h2.metric("at 8 weeks", fixed(hz.sd_at_weeks[8]))
-    h3.metric("at 12 weeks", fixed(hz.sd_at_weeks[12]))
-    h4.metric("Weeks until SD reaches D", fixed(hz.weeks, 1),
-              help=f"95% {fixed(hz.weeks_ci95[0], 1)} – {fixed(hz.weeks_ci95[1], 1)} weeks")
+    h1.metric("Predictive SD at 4 weeks", decimals(hz.sd_at_weeks[4]))
+    h2.metric("at 8 weeks", decimals(hz.sd_at_weeks[8]))
+    h3.metric("at 12 weeks", decimals(hz.sd_at_weeks[12]))
+    h4.metric("Weeks until SD reaches D", decimals(hz.weeks, 1),
+              help=f"95% {decimals(hz.weeks_ci95[0], 1)} – {decimals(hz.weeks_ci95[1], 1)} weeks")
     if hz.date is not None:
-        why = (f"last batch {hz.last_batch.isoformat()}; {fixed(hz.weeks_ci95[0], 1)} to "
-               f"{fixed(hz.weeks_ci95[1], 1)} weeks")
+        why = (f"last batch {hz.last_batch.isoformat()}; {decimals(hz.weeks_ci95[0], 1)} to "
+               f"{decimals(hz.weeks_ci95[1], 1)} weeks")
         overdue = reaudit_overdue(hz.date)
         with st.container(key="reaudit"):
             if overdue:
@@ -389,8 +389,8 @@ if st.session_state[K_OUTCOME_BYTES] is not None:
         out = outcome_trend(daily, num, den, splits=st.session_state[K_SPLITS])
         e1, e2, e3 = st.columns(3)
         e1.metric("Log ratio, % per month", pct(out.pct_per_month, 1))
-        e2.metric("t (Newey–West, 7 lags)", fixed(out.t, 2))
-        e3.metric("Evaluation trend / month", fixed(analysis.trend.slope))
+        e2.metric("t (Newey–West, 7 lags)", decimals(out.t, 2))
+        e3.metric("Evaluation trend / month", decimals(analysis.trend.slope))
         if out.dropped_days:
             st.caption(f"{out.dropped_days} day(s) with a zero count left out of the log ratio.")
         if not out.splits.empty:

@@ -17,15 +17,14 @@ from streamlit.testing.v1 import AppTest
 
 from core.audit import AuditResult, Settings, analyze, analyze_frames
 from core.compare import (
-    Comparison,
     bootstrap_interval,
     bootstrap_weights,
     change_label,
     match_criteria,
-    render,
-    report_dict,
     variance_ratio,
 )
+from core.compare_report import render, report_dict
+from core.comparison import Comparison
 from core.demo import DEMO_AUDIT_ID, DEMO_V2_AUDIT_ID
 from core.errors import InputError
 from core.format import COMPARE_LINE_RE, points_change
@@ -543,7 +542,7 @@ def test_comparison_charts_are_valid_plotly_and_escape_ids(demo_pair):
     import plotly.graph_objects as go
 
     from core import charts
-    from core.compare import figures
+    from core.compare_report import figures
 
     c = Comparison(*demo_pair)
     v = c.view(78.0)

@@ -21,7 +21,7 @@ from core.drift.local_level import (
 )
 from core.drift.panel import read_panel
 from core.drift.result import drift_result_json, format_drift_markdown, format_drift_text
-from core.format import fixed
+from core.format import decimals
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -94,14 +94,14 @@ def test_markdown_rendering_escapes_rater_names_and_matches_the_json_numbers(tmp
     assert len(rater_rows) == 1
     row = rater_rows[0]
     assert "\\|x" in row and row.count(" | ") == 5  # the pipe in the name does not split a cell
-    assert fixed(res["raters"][0]["severity"]) in row
-    assert f"q = {fixed(res['q'], 5)} per week" in md
+    assert decimals(res["raters"][0]["severity"]) in row
+    assert f"q = {decimals(res['q'], 5)} per week" in md
     assert f"**re-audit by {res['horizon']['date']}" in md
     batch_rows = [ln for ln in md.splitlines() if ln.startswith("| 2026-")]
     assert len(batch_rows) == len(res["batches"]) == 8
     # text and Markdown say the same numbers
     text = format_drift_text(res)
-    for number in (fixed(res["q"], 5), fixed(res["innovation_sd"]), fixed(res["trend"]["slope"])):
+    for number in (decimals(res["q"], 5), decimals(res["innovation_sd"]), decimals(res["trend"]["slope"])):
         assert number in text and number in md
 
 
@@ -113,8 +113,8 @@ def test_a_zero_q_reads_never_and_its_contrast_is_a_table_row():
     assert "weeks to D: never (q = 0)" in md and "weeks to D: never (q = 0)" in text
     assert "re-audit by — (no drift detected)" in md and "re-audit by — (no drift detected)" in text
     c = res["contrasts"][0]
-    assert (f"| 2026-04-05 | {fixed(c['contrast'])} | {fixed(c['se'])} | "
-            f"{fixed(c['raw_contrast'])} |") in md
+    assert (f"| 2026-04-05 | {decimals(c['contrast'])} | {decimals(c['se'])} | "
+            f"{decimals(c['raw_contrast'])} |") in md
 
 
 def test_text_and_markdown_of_a_panel_where_q_cannot_be_estimated_show_dashes_not_never():
@@ -131,8 +131,8 @@ def test_text_and_markdown_of_a_panel_where_q_cannot_be_estimated_show_dashes_no
 
 
 def test_fixed_formats_missing_and_unbounded_values():
-    assert fixed(0.12345) == "0.123"
-    assert fixed(-0.0001) == "0.000"
-    assert fixed(0.0056, 5) == "0.00560"
-    assert fixed(None) == "—" and fixed(float("nan")) == "—"
-    assert fixed(math.inf, 1) == "∞" and fixed(-math.inf) == "−∞"
+    assert decimals(0.12345) == "0.123"
+    assert decimals(-0.0001) == "0.000"
+    assert decimals(0.0056, 5) == "0.00560"
+    assert decimals(None) == "—" and decimals(float("nan")) == "—"
+    assert decimals(math.inf, 1) == "∞" and decimals(-math.inf) == "−∞"

@@ -20,7 +20,7 @@ import pandas as pd
 
 from core.drift.analysis import DriftAnalysis
 from core.drift.horizon import horizon
-from core.format import count, fixed, md_cell, md_escape, overdue_text, p_equals
+from core.format import count, decimals, md_cell, md_escape, overdue_text, p_equals
 
 __all__ = ["drift_result_json", "format_drift_markdown", "format_drift_text", "reaudit_overdue"]
 
@@ -120,20 +120,20 @@ def reaudit_overdue(due: Any, today: date | None = None) -> str | None:
 def _upper(value: Any, estimated: bool, nd: int) -> str:
     """An interval's upper end: JSON ``null`` is ``∞`` when the estimate exists (the likelihood
     never fell far enough), ``—`` when nothing was estimated."""
-    return fixed(math.inf if value is None and estimated else value, nd)
+    return decimals(math.inf if value is None and estimated else value, nd)
 
 
 def _weeks_to_d(h: dict[str, Any], estimated: bool) -> str:
     if h["weeks"] is not None:
-        return fixed(h["weeks"], 1)
-    return "never (q = 0)" if estimated else fixed(None)
+        return decimals(h["weeks"], 1)
+    return "never (q = 0)" if estimated else decimals(None)
 
 
 def _reaudit(h: dict[str, Any], estimated: bool) -> str:
     if h["date"]:
         overdue = reaudit_overdue(h["date"])
         return h["date"] + (f" — {overdue}" if overdue else "")
-    return f"{fixed(None)} ({'no drift detected' if estimated else 'q cannot be estimated'})"
+    return f"{decimals(None)} ({'no drift detected' if estimated else 'q cannot be estimated'})"
 
 
 def _p_wild(t: dict[str, Any]) -> str:
@@ -150,38 +150,40 @@ def format_drift_text(result: dict[str, Any]) -> str:
     if r["raters"]:
         lines.append("GRADER SEVERITY (vs reference; score units)")
         for x in r["raters"]:
-            lines.append(f"  {x['rater']:<12} {fixed(x['severity']):>8}  se {fixed(x['se'])}  "
-                         f"95% [{fixed(x['ci95'][0])}, {fixed(x['ci95'][1])}]  "
+            lines.append(f"  {x['rater']:<12} {decimals(x['severity']):>8}  "
+                         f"se {decimals(x['se'])}  "
+                         f"95% [{decimals(x['ci95'][0])}, {decimals(x['ci95'][1])}]  "
                          f"n={count(x['n'])}")
     else:
         lines.append("GRADER SEVERITY: one rater only — no severity table")
     lines += ["", "BATCHES  (raw mean | adjusted ± se | smoothed ± se)"]
     for b in r["batches"]:
-        lines.append(f"  {b['batch']}  n={count(b['n']):<5} {fixed(b['raw_mean']):>7} | "
-                     f"{fixed(b['adjusted']):>7} ± {fixed(b['se'])} | "
-                     f"{fixed(b['smoothed']):>7} ± {fixed(b['smoothed_se'])}")
+        lines.append(f"  {b['batch']}  n={count(b['n']):<5} {decimals(b['raw_mean']):>7} | "
+                     f"{decimals(b['adjusted']):>7} ± {decimals(b['se'])} | "
+                     f"{decimals(b['smoothed']):>7} ± {decimals(b['smoothed_se'])}")
     q = r["q_ci95"]
-    lines += ["", (f"DRIFT  q = {fixed(r['q'], 5)} per week  95% [{fixed(q[0], 5)}, "
-                   f"{_upper(q[1], est, 5)}]  innovation SD {fixed(r['innovation_sd'])}/week"),
-              (f"  LR test of q = 0: LR = {fixed(r['lr'], 2)}, {p_equals(r['lr_pvalue'])} "
+    lines += ["", (f"DRIFT  q = {decimals(r['q'], 5)} per week  95% [{decimals(q[0], 5)}, "
+                   f"{_upper(q[1], est, 5)}]  innovation SD {decimals(r['innovation_sd'])}/week"),
+              (f"  LR test of q = 0: LR = {decimals(r['lr'], 2)}, {p_equals(r['lr_pvalue'])} "
                "(boundary: ½·P(χ²₁ > LR))")]
     h = r["horizon"]
     sd = h["sd_at_weeks"]
     wk = h["weeks_ci95"]
-    lines += [(f"HORIZON  D = {fixed(h['D'])}: predictive SD {fixed(sd['4'])} / "
-               f"{fixed(sd['8'])} / {fixed(sd['12'])} at 4 / 8 / 12 weeks"),
-              (f"  weeks to D: {_weeks_to_d(h, est)}  95% [{fixed(wk[0], 1)}, "
+    lines += [(f"HORIZON  D = {decimals(h['D'])}: predictive SD {decimals(sd['4'])} / "
+               f"{decimals(sd['8'])} / {decimals(sd['12'])} at 4 / 8 / 12 weeks"),
+              (f"  weeks to D: {_weeks_to_d(h, est)}  95% [{decimals(wk[0], 1)}, "
                f"{_upper(wk[1], est, 1)}]"),
               f"  re-audit by {_reaudit(h, est)}"]
     t = r["trend"]
-    lines += ["", (f"TREND  {fixed(t['slope'])} per month with rater FE (se {fixed(t['se'])}, "
+    lines += ["", (f"TREND  {decimals(t['slope'])} per month with rater FE "
+                   f"(se {decimals(t['se'])}, "
                    f"wild-cluster {_p_wild(t)}, {count(t['n_clusters'])} batches); raw "
-                   f"{fixed(t['raw_slope'])}")]
+                   f"{decimals(t['raw_slope'])}")]
     if r["contrasts"]:
         lines.append("DEPLOYMENT CONTRASTS (two after − two before; read by magnitude)")
         for c in r["contrasts"]:
-            lines.append(f"  {c['deployment']}  {fixed(c['contrast'])} (se {fixed(c['se'])}; "
-                         f"raw {fixed(c['raw_contrast'])}) {c['note']}")
+            lines.append(f"  {c['deployment']}  {decimals(c['contrast'])} (se {decimals(c['se'])}; "
+                         f"raw {decimals(c['raw_contrast'])}) {c['note']}")
     for note in r.get("notes", []):
         lines.append(f"note: {note}")
     return "\n".join(lines)
@@ -207,37 +209,37 @@ def format_drift_markdown(result: dict[str, Any]) -> str:
            "## Grader severity (vs reference; score units)", ""]
     if r["raters"]:
         out += _md_table(["rater", "severity", "se", "95% interval", "ratings", "batches"],
-                         [[md_cell(x["rater"]), fixed(x["severity"]), fixed(x["se"]),
-                           f"{fixed(x['ci95'][0])} to {fixed(x['ci95'][1])}", count(x["n"]),
+                         [[md_cell(x["rater"]), decimals(x["severity"]), decimals(x["se"]),
+                           f"{decimals(x['ci95'][0])} to {decimals(x['ci95'][1])}", count(x["n"]),
                            count(x["n_batches"])] for x in r["raters"]], "lrrlrr")
     else:
         out.append("One rater only: no severity table; batch effects are that rater's means.")
     out += ["", "## Batches", ""]
     out += _md_table(["batch", "ratings", "raw mean", "adjusted", "se", "composition",
                       "smoothed", "smoothed se"],
-                     [[b["batch"], count(b["n"]), fixed(b["raw_mean"]), fixed(b["adjusted"]),
-                       fixed(b["se"]), fixed(b["composition"]), fixed(b["smoothed"]),
-                       fixed(b["smoothed_se"])] for b in r["batches"]], "lrrrrrrr")
+                     [[b["batch"], count(b["n"]), decimals(b["raw_mean"]), decimals(b["adjusted"]),
+                       decimals(b["se"]), decimals(b["composition"]), decimals(b["smoothed"]),
+                       decimals(b["smoothed_se"])] for b in r["batches"]], "lrrrrrrr")
     q, h, t = r["q_ci95"], r["horizon"], r["trend"]
     sd, wk = h["sd_at_weeks"], h["weeks_ci95"]
     out += ["", "## Drift", "",
-            f"- q = {fixed(r['q'], 5)} per week, 95% interval {fixed(q[0], 5)} to "
-            f"{_upper(q[1], est, 5)}; innovation SD {fixed(r['innovation_sd'])} per week",
-            f"- LR test of q = 0: LR = {fixed(r['lr'], 2)}, {p_equals(r['lr_pvalue'])} "
+            f"- q = {decimals(r['q'], 5)} per week, 95% interval {decimals(q[0], 5)} to "
+            f"{_upper(q[1], est, 5)}; innovation SD {decimals(r['innovation_sd'])} per week",
+            f"- LR test of q = 0: LR = {decimals(r['lr'], 2)}, {p_equals(r['lr_pvalue'])} "
             "(boundary: ½·P(χ²₁ > LR))", "", "## Horizon", "",
-            f"- D = {fixed(h['D'])}: predictive SD {fixed(sd['4'])} / {fixed(sd['8'])} / "
-            f"{fixed(sd['12'])} at 4 / 8 / 12 weeks",
-            f"- weeks to D: {_weeks_to_d(h, est)} (95% {fixed(wk[0], 1)} to "
+            f"- D = {decimals(h['D'])}: predictive SD {decimals(sd['4'])} / {decimals(sd['8'])} / "
+            f"{decimals(sd['12'])} at 4 / 8 / 12 weeks",
+            f"- weeks to D: {_weeks_to_d(h, est)} (95% {decimals(wk[0], 1)} to "
             f"{_upper(wk[1], est, 1)})",
             f"- **re-audit by {_reaudit(h, est)}**", "", "## Trend", "",
-            f"- {fixed(t['slope'])} per month with rater fixed effects (se {fixed(t['se'])}, "
+            f"- {decimals(t['slope'])} per month with rater fixed effects (se {decimals(t['se'])}, "
             f"wild-cluster {_p_wild(t)}, {count(t['n_clusters'])} batches); raw "
-            f"{fixed(t['raw_slope'])}"]
+            f"{decimals(t['raw_slope'])}"]
     if r["contrasts"]:
         out += ["", "## Deployment contrasts (two after − two before; read by magnitude)", ""]
         out += _md_table(["deployment", "contrast", "se", "raw contrast", "note"],
-                         [[c["deployment"], fixed(c["contrast"]), fixed(c["se"]),
-                           fixed(c["raw_contrast"]), md_cell(c["note"])]
+                         [[c["deployment"], decimals(c["contrast"]), decimals(c["se"]),
+                           decimals(c["raw_contrast"]), md_cell(c["note"])]
                           for c in r["contrasts"]], "lrrrl")
     notes = r.get("notes", [])
     if notes:

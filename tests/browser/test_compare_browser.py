@@ -8,7 +8,7 @@ import time
 import pytest
 
 from core.audit import analyze
-from core.compare import Comparison
+from core.comparison import Comparison
 from core.demo import DEMO_AUDIT_ID, DEMO_V2_AUDIT_ID, ensure_demo
 from core.format import COMPARE_LINE_RE
 from core.store import Store
