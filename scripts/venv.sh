@@ -12,10 +12,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip
 fi
 stamp="$VENV/.installed-$(basename "$req")"
-want="$(cat requirements*.txt | sha256sum | cut -c1-16)"
+want="$(cat requirements*.txt pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "Installing $req into $VENV…"
   "$VENV/bin/python" -m pip install -q -r "$req"
+  # the project itself (packages core and ui, declared in pyproject.toml), editable
+  "$VENV/bin/python" -m pip install -q --no-deps -e .
   echo "$want" > "$stamp"
 fi
 export VENV

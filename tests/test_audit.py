@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FIXTURES, anchored_totals, long_frame, totals_frame
 
 from core.audit import Settings, analyze, analyze_frames, cache_guard
 from core.ingest import import_draws
 from core.report import render_text, report_dict
+from tests.support import FIXTURES, anchored_totals, long_frame, totals_frame
 
 
 def _payload_counts(distinct: dict[str, int], calls: int = 3) -> pd.DataFrame:

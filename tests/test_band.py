@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import totals_frame
 from scipy import stats
 
 from core.audit import Settings, analyze_frames
@@ -22,6 +21,7 @@ from core.band import (
     share_in_band,
 )
 from core.draws import Draws
+from tests.support import totals_frame
 
 
 def test_scaled_residuals_hand_example():

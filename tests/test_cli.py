@@ -6,9 +6,9 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import FIXTURES, run_cli
 
 from core.cli import build_parser, main
+from tests.support import FIXTURES, run_cli
 
 
 def _subcommands() -> list[str]:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, ROOT
+
+from tests.support import FIXTURES, ROOT
 
 COMMANDS = ["import", "report", "sample", "demo", "audits", "run", "drift"]
 

@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pingouin as pg
 import pytest
-from conftest import anchored_totals, long_frame, totals_frame
 from scipy import stats
 
 from core.audit import Settings, analyze_frames, sd_interval_table
@@ -26,6 +25,7 @@ from core.criteria import (
     sd_interval,
 )
 from core.draws import Draws
+from tests.support import anchored_totals, long_frame, totals_frame
 
 
 def _meta(**max_points: float) -> pd.DataFrame:

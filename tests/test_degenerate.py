@@ -10,13 +10,13 @@ import json
 import re
 
 import pytest
-from apptest_helpers import app_on, open_page, plain
-from degenerate import AUDITS, build
 
 from core.audit import analyze
 from core.errors import GuardError
 from core.report import FORMATS, render
 from core.store import Store
+from tests.apptest_helpers import app_on, open_page, plain
+from tests.degenerate import AUDITS, build
 
 PAGES = ("freeze", "sample", "run", "criteria", "flip", "band", "drift")
 
@@ -92,7 +92,7 @@ def test_every_report_format_gives_numbers_or_withheld(deg, name):
 
 
 def test_cli_report_of_an_audit_whose_calls_all_failed_is_one_line(deg):
-    from conftest import run_cli
+    from tests.support import run_cli
 
     db, ids = deg
     r = run_cli("report", "--db", str(db), "--audit", ids["failed"])

@@ -10,7 +10,6 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import totals_frame
 from statsmodels.stats.proportion import proportion_confint
 
 from core.audit import Settings, analyze_frames
@@ -23,6 +22,7 @@ from core.flip import (
     passes,
     summarize,
 )
+from tests.support import totals_frame
 
 
 def test_pass_comparison_ge_vs_gt_hand_example():

@@ -10,7 +10,6 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FIXTURE_DRAWS, FIXTURES, long_frame, run_cli
 
 from core.draws import Draws
 from core.errors import InputError
@@ -26,6 +25,7 @@ from core.ingest import (
     validate_pool,
 )
 from core.tables import shown_value
+from tests.support import FIXTURE_DRAWS, FIXTURES, long_frame, run_cli
 
 
 def _snapshot(store, audit_id: str) -> tuple:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import totals_frame
 from scipy import stats
 
 from core.draws import Draws
 from core.live import LiveAudit
+from tests.support import totals_frame
 
 
 def _recompute(long: pd.DataFrame, pool: np.ndarray, t: float, k: float, apps: float,

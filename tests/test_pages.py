@@ -9,13 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from apptest_helpers import app_on, app_store, open_page, plain
 from streamlit.testing.v1 import AppTest
 
 from core.audit import analyze
 from core.demo import DEMO_AUDIT_ID
 from core.format import LIVE_LINE_RE, pts, reviews_txt
 from core.store import Store
+from tests.apptest_helpers import app_on, app_store, open_page, plain
 
 TIMEOUT = 60
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,10 +7,10 @@ import re
 
 import numpy as np
 import pytest
-from conftest import anchored_totals, long_frame, totals_frame
 
 from core.audit import Settings, analyze_frames
 from core.report import FORMATS, NOT_ESTABLISHED, render, render_json, report_dict
+from tests.support import anchored_totals, long_frame, totals_frame
 
 EVIL = "<script>alert(1)</script>"
 

@@ -26,10 +26,8 @@ from core.screeners.base import render_template, rubric_text
 from core.screeners.openai_chat import DEFAULT_PROMPT, DEFAULT_SYSTEM
 from core.screeners.registry import build_screener
 from core.store import Store
-
-sys.path.insert(0, str(Path(__file__).parent))
-from apptest_helpers import app_on, app_store, open_page, plain  # noqa: E402
-from fakeserver import FakeServer  # noqa: E402
+from tests.apptest_helpers import app_on, app_store, open_page, plain
+from tests.fakeserver import FakeServer
 
 TIMEOUT = 60
 ROOT = Path(__file__).resolve().parents[1]

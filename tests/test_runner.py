@@ -40,9 +40,7 @@ from core.screeners.http_json import HttpJsonScreener
 from core.screeners.registry import build_screener
 from core.screeners.simulated import SimulatedScreener
 from core.store import Store
-
-sys.path.insert(0, str(Path(__file__).parent))
-from fakeserver import FakeServer  # noqa: E402
+from tests.fakeserver import FakeServer
 
 ROOT = Path(__file__).resolve().parents[1]
 RUBRIC = (Criterion("technical_skills", 30.0), Criterion("experience", 25.0),

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import FIXTURES, ROOT, run_cli
 from streamlit.testing.v1 import AppTest
 
 from core.errors import InputError, StoreError
 from core.store import Store
+from tests.support import FIXTURES, ROOT, run_cli
 
 TIMEOUT = 60
 

@@ -12,11 +12,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import FIXTURES, run_cli
 
 from core.errors import InputError
 from core.ingest import validate_draws, validate_pool
 from core.tables import Limits, open_table, read_table
+from tests.support import FIXTURES, run_cli
 
 HEADER = "candidate_id,run,criterion,score\n"
 

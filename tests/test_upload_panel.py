@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from apptest_helpers import app_on, open_page
-
 from core.demo import DEMO_AUDIT_ID
+from tests.apptest_helpers import app_on, open_page
 
 
 def test_draws_upload_defaults_to_a_new_audit_and_never_picks_an_existing_one():
