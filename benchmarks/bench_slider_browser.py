@@ -194,6 +194,172 @@ def measure_widgets(page, n: int) -> dict[str, list[float]]:
     return out
 
 
+# ----------------------------------------------------------------------------- --profile
+_LONGTASKS_JS = """() => { window.__lt = []; new PerformanceObserver(l => { for (const e of
+  l.getEntries()) window.__lt.push([e.startTime + performance.timeOrigin, e.duration]); })
+  .observe({type: 'longtask', buffered: false}); }"""
+
+
+class WireTap:
+    """Websocket frames seen by the browser (CDP ``Network``): when the input left, when the
+    server's first and last answer arrived, and how many bytes it sent."""
+
+    def __init__(self, page) -> None:
+        self.frames: list[tuple[str, float, int]] = []
+        self.cdp = page.context.new_cdp_session(page)
+        self.cdp.send("Network.enable")
+        self.cdp.on("Network.webSocketFrameSent",
+                    lambda e: self.frames.append(("sent", e["timestamp"],
+                                                  len(e["response"]["payloadData"]))))
+        self.cdp.on("Network.webSocketFrameReceived",
+                    lambda e: self.frames.append(("recv", e["timestamp"],
+                                                  len(e["response"]["payloadData"]))))
+        self.page = page
+        page.evaluate(_LONGTASKS_JS)
+
+    def mark(self) -> tuple[int, float]:
+        self.page.evaluate("() => { window.__lt = []; }")
+        return len(self.frames), self.page.evaluate("() => performance.timeOrigin + "
+                                                    "performance.now()")
+
+    def split(self, start: tuple[int, float], visible_ms: float, idle_ms: float) -> dict:
+        """Times from the input (ms): server answer starts / ends, bytes, long tasks."""
+        n0, _ = start
+        frames = self.frames[n0:]
+        sent = [t for kind, t, _ in frames if kind == "sent"]
+        recv = [(t, size) for kind, t, size in frames if kind == "recv"]
+        lt = self.page.evaluate("() => window.__lt")
+        if not sent or not recv:
+            return {}
+        t0 = sent[0]
+        return {"first answer": (recv[0][0] - t0) * 1000, "last answer": (recv[-1][0] - t0) * 1000,
+                "visible": visible_ms, "idle": idle_ms,
+                "kB": sum(s for _, s in recv) / 1024,
+                "long tasks (ms)": sum(d for _, d in lt), "n long": len(lt)}
+
+
+def _profile_row(label: str, rows: list[dict]) -> str:
+    keys = ["first answer", "last answer", "visible", "idle", "kB", "long tasks (ms)"]
+    med = [np.median([r[k] for r in rows if r]) for k in keys]
+    return f"| {label} | {len(rows)} | " + " | ".join(f"{m:.0f}" for m in med) + " |"
+
+
+def profile(page, n: int) -> list[str]:
+    """Where the time of one answer goes (medians): the websocket frames give the server's part
+    (input sent → last delta received), long tasks on the main thread give the browser's
+    script + layout + paint, ``visible`` the moment the new numbers show."""
+    tap = WireTap(page)
+    out = []
+    # flip: cutoff slider
+    nav_to(page, "5 · Flip", ".st-key-live-numbers")
+    tap.page.evaluate(_LONGTASKS_JS)
+    thumb = page.locator('[data-testid="stSlider"] input[type="range"]').first
+    cutoff = float(LIVE.search(page.locator(".st-key-live-numbers").inner_text())["cutoff"])
+    thumb.focus()
+    rows = []
+    for i in range(n):
+        key = "ArrowRight" if (i // 5) % 2 == 0 else "ArrowLeft"
+        cutoff += 1 if key == "ArrowRight" else -1
+        start = tap.mark()
+        t0 = time.perf_counter()
+        thumb.press(key)
+        page.wait_for_function(
+            "(c) => { const m = /cutoff ([-\\d.]+) · candidates/.exec("
+            "document.querySelector('.st-key-live-numbers')?.innerText || '');"
+            " return m && parseFloat(m[1]) === c; }", arg=cutoff, timeout=30_000)
+        vis = (time.perf_counter() - t0) * 1000
+        idle = _idle_after(page, t0)
+        time.sleep(0.5)
+        rows.append(tap.split(start, vis, idle))
+    out.append(_profile_row("cutoff slider (Flip)", rows))
+    # band: k slider and toggle
+    nav_to(page, "6 · Band", ".st-key-band-live-numbers")
+    tap.page.evaluate(_LONGTASKS_JS)
+    k = page.locator('[data-testid="stSlider"]', has_text="Band width k") \
+        .locator('input[type="range"]')
+    k.focus()
+    rows = []
+    for i in range(n):
+        before = page.locator('[data-testid="stMetric"]', has_text="Manual-review band") \
+            .inner_text()
+        start = tap.mark()
+        t0 = time.perf_counter()
+        k.press("ArrowRight" if (i // 5) % 2 == 0 else "ArrowLeft")
+        page.wait_for_function(
+            "(b) => { const m = [...document.querySelectorAll('[data-testid=\"stMetric\"]')]"
+            ".find(e => e.innerText.includes('Manual-review band')); return m && "
+            "m.innerText !== b; }", arg=before)
+        vis = (time.perf_counter() - t0) * 1000
+        idle = _idle_after(page, t0)
+        time.sleep(0.5)
+        rows.append(tap.split(start, vis, idle))
+    out.append(_profile_row("k slider (Band)", rows))
+    toggle = page.get_by_text("Set the half-width by hand")
+    rows = []
+    for i in range(n):
+        start = tap.mark()
+        t0 = time.perf_counter()
+        toggle.click()
+        want = "visible" if i % 2 == 0 else "hidden"
+        page.get_by_label("Half-width (points each side of the cutoff)").wait_for(state=want)
+        vis = (time.perf_counter() - t0) * 1000
+        idle = _idle_after(page, t0)
+        time.sleep(0.5)
+        rows.append(tap.split(start, vis, idle))
+    out.append(_profile_row("toggle (Band)", rows))
+    rows = []
+    for i in range(n):
+        link, title = SWITCH_ORDER[i % 5]
+        start = tap.mark()
+        t0 = time.perf_counter()
+        page.locator('[data-testid="stSidebar"] a[data-testid="stPageLink-NavLink"]',
+                     has_text=link).first.click()
+        page.wait_for_function(
+            "(t) => document.querySelector('[data-testid=\"stMain\"] h1')?.innerText === t",
+            arg=title)
+        vis = (time.perf_counter() - t0) * 1000
+        idle = _idle_after(page, t0)
+        time.sleep(0.5)
+        rows.append(tap.split(start, vis, idle))
+    out.append(_profile_row("page switch", rows))
+    return out
+
+
+def nav_to(page, link: str, selector: str) -> None:
+    page.locator('[data-testid="stSidebar"] a[data-testid="stPageLink-NavLink"]',
+                 has_text=link).first.click()
+    page.wait_for_selector(selector)
+    page.wait_for_selector(IDLE)
+    time.sleep(0.5)
+
+
+def run_profile(out: Path, n: int) -> None:
+    from playwright.sync_api import sync_playwright
+    load_start = os.getloadavg()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-profile-"))
+    srv = AppServer(tmp).start()
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(120_000)
+            open_page(page, srv, "?audit=demo-ENG-2291")
+            rows = profile(page, n)
+            browser.close()
+    finally:
+        srv.stop()
+    text = "\n".join([
+        f"Profile of the demo, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, load average "
+        f"{load_start[0]:.1f} → {os.getloadavg()[0]:.1f}. Medians of {n} answers, ms from the "
+        "input frame leaving the browser (CDP websocket frames); long tasks = main-thread work "
+        "over 50 ms (script, style, layout, paint) between input and idle.", "",
+        "| answer | n | first frame back | last frame back | new value visible | idle | "
+        "kB received | long tasks (ms) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|", *rows]) + "\n"
+    out.write_text(text)
+    print(text)
+
+
 def _row(label: str, arr: np.ndarray) -> str:
     return (f"| {label} | {len(arr)} | {np.median(arr):.0f} | {np.percentile(arr, 95):.0f} | "
             f"{arr.min():.0f} | {arr.max():.0f} |")
@@ -206,8 +372,13 @@ def main() -> None:
     ap.add_argument("--answers", type=int, default=10)
     ap.add_argument("--demo-only", action="store_true",
                     help="skip the 1,050,000-row audit (quicker comparisons)")
+    ap.add_argument("--profile", type=Path, default=None, metavar="OUT.md",
+                    help="instead: split each kind of answer on the demo into server and "
+                         "browser time (websocket frames and long tasks) and write OUT.md")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
+    if args.profile is not None:
+        return run_profile(args.profile, args.answers)
 
     load_start = os.getloadavg()
     tmp = Path(tempfile.mkdtemp(prefix="bench-slider-"))

@@ -143,8 +143,10 @@ def pool_histogram(pool: np.ndarray, cutoff: float, band: Band | None = None,
         yaxis=dict(title=dict(text="applicants")))
 
 
-def flip_curve_chart(curve: pd.DataFrame, cutoff: float, comparison: str = ">=") -> go.Figure:
-    """Flip count and mean disagreement against the cutoff, current cutoff marked.
+def flip_curve_chart(curve: pd.DataFrame, cutoff: float | None, comparison: str = ">=",
+                     label: str = "") -> go.Figure:
+    """Flip count and mean disagreement against the cutoff, ``cutoff`` marked (``label`` next to
+    the mark; no mark when None).
 
     Both are step functions of the cutoff, drawn as steps (``curve`` holds at most
     :data:`core.live.CURVE_POINTS` points): with ``>=`` the value on ``(t_j, t_{j+1}]`` is the
@@ -158,7 +160,9 @@ def flip_curve_chart(curve: pd.DataFrame, cutoff: float, comparison: str = ">=")
          dict(type="scatter", x=curve["cutoff"], y=curve["mean_disagreement"], mode="lines",
               name="mean disagreement (two draws)", yaxis="y2",
               line=dict(color="#264653", dash="dot", shape=shape))],
-        shapes=[_vline(cutoff)],
+        shapes=[] if cutoff is None else [_vline(cutoff)],
+        annotations=[_note(html.escape(label), yref="paper", y=1, x=cutoff, xanchor="left",
+                           yanchor="top")] if cutoff is not None and label else [],
         title=dict(text="How the cutoff's position drives the coin flips"),
         xaxis=dict(title=dict(text="cutoff")),
         # both axes start at 0 with the same headroom, so their zeros line up and the dotted

@@ -163,20 +163,25 @@ def band_panel() -> None:
 
     st.divider()
     st.subheader("Report")
-    shown = state.with_live(result, live)
     st.caption("The report uses the cutoff and band settings above.")
-    cols = st.columns(4)
-    for col, fmt, label in zip(cols, ("text", "md", "json", "html"),
-                               ("Text report", "Markdown report", "JSON data",
-                                "HTML with charts")):
-        col.download_button(
-            label, icon=":material/download:", data=lambda fmt=fmt: report.render(
-                shown, fmt, cutoff=float(cutoff), k=float(k)),
-            file_name=f"{safe_id}-report.{_EXT[fmt]}", mime=_MIME[fmt], on_click="ignore",
-            key=f"dl-{fmt}", width="stretch")
-    with st.expander("Report preview (plain text)", expanded=True):
-        st.code(report.render(shown, "text", cutoff=float(cutoff), k=float(k)),
-                language=None, wrap_lines=True)
+    # collapsed: a slider move then redraws a closed box, not the whole report's text
+    with st.expander("Report preview (plain text)", expanded=False):
+        st.code(report.render(state.with_live(result, live), "text", cutoff=float(cutoff),
+                              k=float(k)), language=None, wrap_lines=True)
+
+
+def _report(fmt: str) -> str:
+    """The report with the live settings as they are when the button is clicked (the values the
+    fragment's widgets last stored), so the buttons can stay outside the fragment."""
+    return report.render(state.with_live(result, live), fmt, cutoff=float(live["cutoff"]),
+                         k=float(live["k"]))
 
 
 band_panel()
+# outside the fragment: a widget answer does not redraw them (their data is made on click)
+cols = st.columns(4)
+for col, fmt, label in zip(cols, ("text", "md", "json", "html"),
+                           ("Text report", "Markdown report", "JSON data", "HTML with charts")):
+    col.download_button(label, icon=":material/download:", data=lambda fmt=fmt: _report(fmt),
+                        file_name=f"{safe_id}-report.{_EXT[fmt]}", mime=_MIME[fmt],
+                        on_click="ignore", key=f"dl-{fmt}", width="stretch")

@@ -24,7 +24,6 @@ from ui import state
 state.init_state()
 store, audit_id, result = state.analysed_audit()
 live = state.live_settings(audit_id, result)
-curve = state.flip_curve(store, audit_id)
 
 st.title("Flip rate at the cutoff")
 st.caption("How often does the same application land on the other side of the cutoff when it "
@@ -127,23 +126,23 @@ def flip_panel() -> None:
     if result.draws.K > 200:
         st.caption(f"The strip shows the 200 candidates nearest the cutoff of {result.draws.K}.")
 
-    left, right = st.columns([3, 2])
-    with left:
-        st.subheader("Flip table")
-        shown = flip_display(table, limit=MAX_TABLE_ROWS)
-        st.dataframe(shown, hide_index=True, width="stretch", height=320,
-                     column_config={
-                         "flip rate": st.column_config.NumberColumn(format="%.1f%%"),
-                         "disagreement": st.column_config.NumberColumn(
-                             format="%.1f%%", help="chance two draws of the same application "
-                                                   "land on opposite sides"),
-                         "flips": st.column_config.CheckboxColumn()})
-        if len(table) > MAX_TABLE_ROWS:
-            st.caption(f"Showing the {MAX_TABLE_ROWS} candidates with the largest flip rates "
-                       f"of {len(table)}; the report carries the headline numbers.")
-    with right:
-        st.plotly_chart(charts.flip_curve_chart(curve, float(cutoff)), width="stretch",
-                        key="curve")
+    st.subheader("Flip table")
+    shown = flip_display(table, limit=MAX_TABLE_ROWS)
+    st.dataframe(shown, hide_index=True, width="stretch", height=320,
+                 column_config={
+                     "flip rate": st.column_config.NumberColumn(format="%.1f%%"),
+                     "disagreement": st.column_config.NumberColumn(
+                         format="%.1f%%", help="chance two draws of the same application "
+                                               "land on opposite sides"),
+                     "flips": st.column_config.CheckboxColumn()})
+    if len(table) > MAX_TABLE_ROWS:
+        st.caption(f"Showing the {MAX_TABLE_ROWS} candidates with the largest flip rates "
+                   f"of {len(table)}; the report carries the headline numbers.")
 
 
 flip_panel()
+# the curve covers every cutoff, so it stays outside the fragment: a slider move neither
+# rebuilds nor re-sends nor re-draws it (a Plotly redraw is most of a move's browser time)
+st.plotly_chart(state.flip_curve_figure(store, audit_id), width="stretch", key="curve")
+st.caption("Flips at every cutoff: move the cutoff slider above along this line to see the "
+           "numbers at that point.")

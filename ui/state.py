@@ -42,7 +42,8 @@ from core.store import Store
 
 __all__ = [
     "ACTIVE_AUDIT", "PENDING_AUDIT", "LIVE", "PENDING_DRAWS", "PENDING_POOL", "SAMPLE_DRAFT",
-    "DEFAULTS", "PAGES", "db_path", "get_store", "get_result", "flip_curve", "run_registry",
+    "DEFAULTS", "PAGES", "app_pages", "db_path", "get_store", "get_result",
+    "flip_curve_figure", "run_registry",
     "init_state", "active_audit", "switch_audit", "live_settings", "bind", "with_live",
     "require",
     "sidebar", "step_status", "StepStatus", "sheet_of", "show_error", "access_gate",
@@ -141,9 +142,21 @@ def _flip_curve(path: str, audit_id: str, version: str) -> pd.DataFrame:
     return _analysis(path, audit_id, version).live.flip_curve()
 
 
-def flip_curve(store: Store, audit_id: str) -> pd.DataFrame:
-    """Flip count and mean disagreement over the score range (cached per data version)."""
-    return _flip_curve(store.path, audit_id, store.data_version(audit_id))
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _flip_curve_figure(path: str, audit_id: str, version: str) -> Any:
+    from core import charts  # plotly only where a figure is drawn
+    result = _analysis(path, audit_id, version)
+    conf = result.configured_cutoff
+    return charts.flip_curve_chart(
+        _flip_curve(path, audit_id, version), None if conf is None else float(conf),
+        result.settings.comparison, label="" if conf is None else f"screener's cutoff {conf:g}")
+
+
+def flip_curve_figure(store: Store, audit_id: str) -> Any:
+    """The flip curve's figure (cached per data version, built once): it does not depend on the
+    slider, so the Flip page draws it outside the slider's fragment and a slider move neither
+    rebuilds nor re-sends it. Marked at the screener's configured cutoff, when known."""
+    return _flip_curve_figure(store.path, audit_id, store.data_version(audit_id))
 
 
 @st.cache_resource
@@ -157,31 +170,44 @@ _ROUTED = "_routed_by_app"      # set by app.py on every run
 _REROUTED = "_rerouted_once"
 
 
+def app_pages() -> dict[str, Any]:
+    """The router's pages: url_path → ``st.Page`` of every page file present, in :data:`PAGES`
+    order, after ``"home"`` — Freeze again at "/" (the default), so that ``/freeze`` (a
+    bookmark, a shared link) is a page of its own."""
+    home = st.Page(PAGES["freeze"][0], title=PAGES["freeze"][1], url_path="home", default=True)
+    return {"home": home, **{url: st.Page(path, title=title, url_path=url)
+                             for url, (path, title) in PAGES.items()
+                             if (_ROOT / path).exists()}}
+
+
 def _route_through_app() -> None:
     """Make sure a page runs under app.py's ``st.navigation``.
 
-    Streamlit 1.67 decides per *process* whether to treat ``pages/`` the legacy way (a folder
-    called ``pages`` next to the entry script), and only switches that off once some run calls
-    ``st.navigation``. So when the very first request after a server start is a deep link
-    (``/flip``), the page script runs alone, without the router and its sidebar. Detect it,
-    switch the legacy mode off, and rerun once: the rerun goes through app.py and lands on the
-    same URL.
+    Why this is still needed with a folder named ``pages/``: Streamlit decides per *process*
+    whether to treat ``pages/`` the legacy way. The first session of a server starts in legacy
+    mode when a folder called ``pages`` sits next to the entry script
+    (``PagesManager.__init__``); in that mode the script runner does not execute app.py for
+    a page URL but runs the matching ``pages/<name>.py`` alone (``script_runner._mpa_v1``).
+    Only a call of ``st.navigation`` switches the process to Page-and-navigation, "as soon as
+    any session executes it, across all sessions" (the documented contract of
+    ``st.navigation``). So when the very first request after a server start is a deep link
+    (``/flip``), app.py — the one place that calls ``st.navigation`` — never runs, and the page
+    would be drawn without the router and its sidebar.
 
-    ``PagesManager.uses_pages_directory`` is private. The supported way out is to name the
-    folder something other than ``pages/``; the folder is kept because the method's layout (a
-    page per step under ``pages/``) is the project's contract and other work lands there. This
-    path is held by ``tests/browser/test_links_and_layout.py``
-    (``test_every_page_opens_by_its_own_url_on_a_fresh_server``): a fresh server whose first
-    request is a deep link must show that page with the sidebar. Remove it when the folder is
-    renamed.
+    The way out uses that public contract instead of the private flag the code used to set
+    (``PagesManager.uses_pages_directory``): a page started alone calls ``st.navigation`` with
+    the app's own pages (hidden, nothing drawn) and reruns once; the rerun goes through app.py
+    and lands on the same URL. It can only happen in the first session of a process (later
+    sessions start in Page-and-navigation mode), and only once per session. Held by
+    ``tests/browser/test_links_and_layout.py``
+    (``test_every_page_opens_by_its_own_url_on_a_fresh_server``). Renaming the folder would make
+    this unnecessary; the folder keeps its name because ``pages/`` is the project's agreed layout.
     """
     ss = st.session_state
     if ss.get(_ROUTED) or ss.get(_REROUTED):
         return
-    from streamlit.runtime.pages_manager import PagesManager
-
-    PagesManager.uses_pages_directory = False
     ss[_REROUTED] = True
+    st.navigation(list(app_pages().values()), position="hidden")
     st.rerun()
 
 

@@ -43,7 +43,8 @@ def _free_port() -> int:
 
 
 class AppServer:
-    """``streamlit run app.py`` on a free port with ``AUDIT_DB`` in its own folder."""
+    """``streamlit run serve.py`` (app.py behind the page-URL fix of serve.py) on a free port
+    with ``AUDIT_DB`` in its own folder."""
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
@@ -57,7 +58,7 @@ class AppServer:
         env = {**os.environ, "AUDIT_DB": str(self.db), "PYTHONUNBUFFERED": "1"}
         self._log = open(self.log, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
              "--server.port", str(self.port), "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none"],
             cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT)

@@ -103,12 +103,20 @@ def _click_link(page, url_path: str) -> None:
 def test_every_page_opens_by_its_own_url_on_a_fresh_server(tmp_path_factory, browser):
     """The very first request after a start is a shared link to /freeze?audit=partial-run: the
     Freeze page opens (no 'Page not found'), with the sidebar, on that audit. Then every page's
-    own URL opens that page on the audit the link names."""
+    own URL opens that page on the audit the link names.
+
+    Each of these loads starts on a page's URL, and none asks a wrong address: no 404 (such as
+    Streamlit asking /band/_stcore/health before /_stcore/health), no failed request, no error
+    in the browser's console."""
     srv = AppServer(tmp_path_factory.mktemp("deeplink"))
     _build_partial(srv.db)
     srv.start()
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
+    errors: list[tuple[int | str, str]] = []
+    page.on("response", lambda r: errors.append((r.status, r.url)) if r.status >= 400 else None)
+    page.on("requestfailed", lambda r: errors.append(("failed", r.url)))
+    page.on("console", lambda m: errors.append(("console", m.text)) if m.type == "error" else None)
     try:
         open_page(page, srv, f"freeze?audit={PARTIAL}")
         assert _h1(page) == TITLES["freeze"]
@@ -124,6 +132,7 @@ def test_every_page_opens_by_its_own_url_on_a_fresh_server(tmp_path_factory, bro
         # "/" is Freeze too
         open_page(page, srv, "")
         assert _h1(page) == TITLES["freeze"]
+        assert errors == []
     finally:
         context.close()
         srv.stop()
