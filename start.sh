@@ -12,5 +12,5 @@ fi
 source scripts/venv.sh requirements.txt
 "$VENV/bin/python" -m core.serving "$@" || exit 2
 echo "Starting the app on http://localhost:${PORT:-8501} (the demo audit is created on first start)"
-exec "$VENV/bin/python" -m streamlit run app.py \
+exec "$VENV/bin/python" -m streamlit run serve.py \
   --server.port "${PORT:-8501}" --browser.gatherUsageStats false "$@"
