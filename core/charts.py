@@ -161,7 +161,7 @@ def flip_curve_chart(curve: pd.DataFrame, cutoff: float | None, comparison: str 
               name="mean disagreement (two draws)", yaxis="y2",
               line=dict(color="#264653", dash="dot", shape=shape))],
         shapes=[] if cutoff is None else [_vline(cutoff)],
-        annotations=[_note(html.escape(label), yref="paper", y=1, x=cutoff, xanchor="left",
+        annotations=[_note(html_escape(label), yref="paper", y=1, x=cutoff, xanchor="left",
                            yanchor="top")] if cutoff is not None and label else [],
         title=dict(text="How the cutoff's position drives the coin flips"),
         xaxis=dict(title=dict(text="cutoff")),
