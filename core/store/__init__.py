@@ -4,7 +4,7 @@ of files from outside (which DuckDB's own readers do, in a staging database).
 Modules
 -------
 ``connection``   the file attached per use to one process-wide instance; staging databases
-``schema``       tables, column lists (:data:`CALL_COLUMNS`), versioned migrations
+``schema``       tables, column lists (CALL_COLUMNS, DRAW_COLUMNS), versioned migrations
 ``base``         open / migrate, cursors, transactions
 ``audits``       audits, rubric, sample, pool, import log, drift results, page views
 ``draws``        calls and draws: writes that never store a draw twice, and reads
@@ -23,9 +23,10 @@ from __future__ import annotations
 from core.store.audits import AuditRecords
 from core.store.connection import DEFAULT_WAIT_S
 from core.store.draws import DrawRecords
-from core.store.schema import CALL_COLUMNS, SCHEMA_VERSION
+from core.store.schema import CALL_COLUMNS, DRAW_COLUMNS, SCHEMA_VERSION
 
-__all__ = ["Store", "SCHEMA_VERSION", "DEFAULT_WAIT_S", "CALL_COLUMNS", "DEFAULT_DB"]
+__all__ = ["Store", "SCHEMA_VERSION", "DEFAULT_WAIT_S", "CALL_COLUMNS", "DRAW_COLUMNS",
+           "DEFAULT_DB"]
 
 #: The database file used when none is given (``--db``, ``AUDIT_DB``).
 DEFAULT_DB = "data/audits.duckdb"
