@@ -49,6 +49,7 @@ def test_shared_slider_moves_both_sides(server, page, comparison):
     assert first == _expected(comparison, 78.0)
     main = page.locator('[data-testid="stMain"]')
     assert "B reduces the decision noise at 78" in main.inner_text()
+    main.locator(".js-plotly-plot").nth(1).wait_for(timeout=30_000)  # charts draw after the text
     assert main.locator(".js-plotly-plot").count() == 2
     page.locator(".st-key-compare-live").scroll_into_view_if_needed()
     thumb = page.locator('[data-testid="stSlider"] input[type="range"]').first
