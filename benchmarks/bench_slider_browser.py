@@ -81,6 +81,20 @@ def build_big(db: Path, candidates: int = 5000, runs: int = 30, n_crit: int = 7,
     store.close()
 
 
+def move_cutoff(page, thumb, i: int, cutoff: float) -> tuple[float, float]:
+    """Move ``i`` of the cutoff slider (five right, five left, …): press the key and wait until
+    the live numbers show the new cutoff. Returns the new cutoff and the press's start time."""
+    key = "ArrowRight" if (i // 5) % 2 == 0 else "ArrowLeft"
+    cutoff += 1 if key == "ArrowRight" else -1
+    t0 = time.perf_counter()
+    thumb.press(key)
+    page.wait_for_function(
+        "(c) => { const m = /cutoff ([-\\d.]+) · candidates/.exec("
+        "document.querySelector('.st-key-live-numbers')?.innerText || '');"
+        " return m && parseFloat(m[1]) === c; }", arg=cutoff, timeout=30_000)
+    return cutoff, t0
+
+
 def measure(page, moves: int) -> tuple[list[float], str]:
     thumb = page.locator('[data-testid="stSlider"] input[type="range"]').first
     line = page.locator(".st-key-live-numbers")
@@ -89,14 +103,7 @@ def measure(page, moves: int) -> tuple[list[float], str]:
     thumb.focus()
     times = []
     for i in range(moves):
-        key = "ArrowRight" if (i // 5) % 2 == 0 else "ArrowLeft"
-        cutoff += 1 if key == "ArrowRight" else -1
-        t0 = time.perf_counter()
-        thumb.press(key)
-        page.wait_for_function(
-            "(c) => { const m = /cutoff ([-\\d.]+) · candidates/.exec("
-            "document.querySelector('.st-key-live-numbers')?.innerText || '');"
-            " return m && parseFloat(m[1]) === c; }", arg=cutoff, timeout=30_000)
+        cutoff, t0 = move_cutoff(page, thumb, i, cutoff)
         times.append((time.perf_counter() - t0) * 1000)
         page.wait_for_selector(IDLE)
         time.sleep(0.3)  # let the slider's debounce window close before the next move
@@ -258,15 +265,8 @@ def profile(page, n: int) -> list[str]:
     thumb.focus()
     rows = []
     for i in range(n):
-        key = "ArrowRight" if (i // 5) % 2 == 0 else "ArrowLeft"
-        cutoff += 1 if key == "ArrowRight" else -1
         start = tap.mark()
-        t0 = time.perf_counter()
-        thumb.press(key)
-        page.wait_for_function(
-            "(c) => { const m = /cutoff ([-\\d.]+) · candidates/.exec("
-            "document.querySelector('.st-key-live-numbers')?.innerText || '');"
-            " return m && parseFloat(m[1]) === c; }", arg=cutoff, timeout=30_000)
+        cutoff, t0 = move_cutoff(page, thumb, i, cutoff)
         vis = (time.perf_counter() - t0) * 1000
         idle = _idle_after(page, t0)
         time.sleep(0.5)

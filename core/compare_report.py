@@ -21,13 +21,11 @@ from core.compare import LEVEL, VarianceRatio
 from core.comparison import DEFAULT, Comparison, ComparisonView
 from core.errors import InputError
 from core.live import LiveView
-from core.report import chart_markup
+from core.report import FORMATS, chart_markup
 from core.templating import render_template
 
 __all__ = ["FORMATS", "NOT_ESTABLISHED", "report_dict", "figures", "render_text",
            "render_markdown", "render_json", "render_html", "render"]
-
-FORMATS = ("text", "md", "json", "html")
 
 NOT_ESTABLISHED = [
     "whether either harness measures job performance (validity — not tested)",

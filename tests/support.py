@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -57,3 +58,50 @@ def run_cli(*args: str, cwd: Path | None = None, timeout: float = 60
     """``python -m core ARGS`` in a subprocess (the way a user runs it)."""
     return subprocess.run([sys.executable, "-m", "core", *args], cwd=str(cwd or ROOT),
                           capture_output=True, text=True, timeout=timeout)
+
+
+def http_json_config(tmp: Path, url: str, runs: int, k: int) -> Path:
+    """An audit config (``audit.toml`` and a k-candidate ``sample.csv`` in ``tmp``) for an
+    http-json screener at ``url``: four criteria, no retries, no pre-flight."""
+    rows = ["candidate_id,stratum,first_pass_score,application"]
+    rows += [f"c{i:02d},band,{60 + i},Application {i} with some text" for i in range(k)]
+    (tmp / "sample.csv").write_text("\n".join(rows) + "\n")
+    cfg = tmp / "audit.toml"
+    cfg.write_text(textwrap.dedent(f"""
+        [audit]
+        id = "kill"
+        req_id = "ENG-9"
+        cutoff = 60
+        [harness]
+        model = "fake-model-1"
+        side_effect_free = true
+        result_cache_off = true
+        [[criteria]]
+        name = "technical_skills"
+        max = 30
+        [[criteria]]
+        name = "experience"
+        max = 25
+        [[criteria]]
+        name = "projects"
+        max = 25
+        [[criteria]]
+        name = "communication"
+        max = 20
+        [screener]
+        kind = "http-json"
+        url = "{url}/score"
+        api_key_env = "FAKE_SCREENER_KEY"
+        model_path = "model"
+        [run]
+        runs = {runs}
+        concurrency = 4
+        sample = "sample.csv"
+        seed = 5
+        max_retries = 0
+        max_calls_per_pair = 8
+        backoff_base_s = 0.01
+        backoff_cap_s = 0.05
+        preflight = false
+    """))
+    return cfg

@@ -35,6 +35,7 @@ from core.screeners.registry import build_screener
 from core.screeners.simulated import SimulatedScreener
 from core.store import Store
 from tests.fakeserver import FakeServer
+from tests.support import http_json_config
 
 ROOT = Path(__file__).resolve().parents[1]
 RUBRIC = (Criterion("technical_skills", 30.0), Criterion("experience", 25.0),
@@ -394,55 +395,12 @@ def test_run_handle_stops_from_another_thread_and_resumes(store):
     assert not ok.duplicated(["candidate_id", "run"]).any()
 
 
-def _write_config(tmp: Path, url: str, runs: int, k: int) -> Path:
-    rows = ["candidate_id,stratum,first_pass_score,application"]
-    rows += [f"c{i:02d},band,{60 + i},Application {i} with some text" for i in range(k)]
-    (tmp / "sample.csv").write_text("\n".join(rows) + "\n")
-    cfg = tmp / "audit.toml"
-    cfg.write_text(textwrap.dedent(f"""
-        [audit]
-        id = "kill"
-        req_id = "ENG-9"
-        cutoff = 60
-        [harness]
-        model = "fake-model-1"
-        side_effect_free = true
-        result_cache_off = true
-        [[criteria]]
-        name = "technical_skills"
-        max = 30
-        [[criteria]]
-        name = "experience"
-        max = 25
-        [[criteria]]
-        name = "projects"
-        max = 25
-        [[criteria]]
-        name = "communication"
-        max = 20
-        [screener]
-        kind = "http-json"
-        url = "{url}/score"
-        api_key_env = "FAKE_SCREENER_KEY"
-        model_path = "model"
-        [run]
-        runs = {runs}
-        concurrency = 4
-        sample = "sample.csv"
-        seed = 5
-        max_retries = 0
-        max_calls_per_pair = 8
-        backoff_base_s = 0.01
-        backoff_cap_s = 0.05
-        preflight = false
-    """))
-    return cfg
 
 
 def test_sigkill_mid_run_then_resume_gives_exactly_n_draws(tmp_path, server):
     server.set(latency_ms=15, p500=0.1, echo_auth_on_error=True, seed=11)
     runs, k = 6, 12
-    cfg = _write_config(tmp_path, server.url, runs, k)
+    cfg = http_json_config(tmp_path, server.url, runs, k)
     db = tmp_path / "audit.duckdb"
     env = {**os.environ, "FAKE_SCREENER_KEY": SECRET, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "core.run_cli", "--config", str(cfg), "--db", str(db),
@@ -487,7 +445,7 @@ def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path, server):
     in-flight calls recorded as cancelled; the same command then finishes with N draws each."""
     server.set(latency_ms=20, seed=3)
     runs, k = 6, 12
-    cfg = _write_config(tmp_path, server.url, runs, k)
+    cfg = http_json_config(tmp_path, server.url, runs, k)
     db = tmp_path / "audit.duckdb"
     env = {**os.environ, "FAKE_SCREENER_KEY": SECRET, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "core", "run", "--config", str(cfg), "--db", str(db),
@@ -918,7 +876,7 @@ def test_a_python_screener_naming_os_system_runs_nothing_without_allow_code(tmp_
 
 
 def test_the_cli_says_which_host_receives_the_key_before_the_first_call(tmp_path, server):
-    cfg = _write_config(tmp_path, server.url, 2, 2)
+    cfg = http_json_config(tmp_path, server.url, 2, 2)
     res = _cli(cfg, tmp_path / "h.duckdb", "--estimate",
                env={"FAKE_SCREENER_KEY": SECRET})
     assert res.returncode == 0, res.stderr
@@ -966,7 +924,7 @@ def test_a_default_openai_config_runs_to_a_report_that_shows_the_invalid_rate(tm
     server whose answers are sometimes unusable → a finished audit, and the report (a second
     command) gives the invalid-answer rate."""
     server.set(pmalformed=0.35)
-    cfg = _write_config(tmp_path, server.url, 3, 6)
+    cfg = http_json_config(tmp_path, server.url, 3, 6)
     text = cfg.read_text().replace('kind = "http-json"', 'kind = "openai-chat"').replace(
         f'url = "{server.url}/score"', f'base_url = "{server.url}/v1"').replace(
         'model_path = "model"\n', "").replace('api_key_env = "FAKE_SCREENER_KEY"\n', "")
@@ -1005,7 +963,7 @@ def test_a_run_that_would_send_another_schema_than_the_frozen_one_is_refused(sto
 
 def test_the_cli_stops_a_prose_screener_with_the_breaker_paragraph(tmp_path, server):
     server.set(answer="prose")
-    cfg = _write_config(tmp_path, server.url, 15, 12)
+    cfg = http_json_config(tmp_path, server.url, 15, 12)
     text = cfg.read_text().replace('kind = "http-json"', 'kind = "openai-chat"').replace(
         f'url = "{server.url}/score"', f'base_url = "{server.url}/v1"\n'
         'response_format = "json_object"').replace('model_path = "model"\n', "").replace(
@@ -1044,7 +1002,7 @@ def test_the_run_command_shows_a_live_bar_on_a_terminal_and_plain_lines_otherwis
     import pty
 
     server.set(latency_ms=20)
-    cfg = _write_config(tmp_path, server.url, 3, 4)
+    cfg = http_json_config(tmp_path, server.url, 3, 4)
     env = {**os.environ, "FAKE_SCREENER_KEY": SECRET, "PYTHONPATH": str(ROOT),
            "COLUMNS": "120", "TERM": "xterm"}
     master, slave = pty.openpty()

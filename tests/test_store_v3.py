@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import duckdb
@@ -19,7 +18,7 @@ from core.errors import InputError
 from core.ingest import import_draws
 from core.store import SCHEMA_VERSION, Store
 from tests.fakeserver import FakeServer
-from tests.support import ROOT, run_cli
+from tests.support import ROOT, http_json_config, run_cli
 
 # The schema of version 2 as the old code (core/store.py before issue 12) created it.
 V2_DDL = """
@@ -181,49 +180,6 @@ def test_a_staged_import_checks_stored_pairs_again_when_it_writes(tmp_path):
     s.close()
 
 
-def _config(tmp, url: str, runs: int, k: int):
-    rows = ["candidate_id,stratum,first_pass_score,application"]
-    rows += [f"c{i:02d},band,{60 + i},Application {i} with some text" for i in range(k)]
-    (tmp / "sample.csv").write_text("\n".join(rows) + "\n")
-    cfg = tmp / "audit.toml"
-    cfg.write_text(textwrap.dedent(f"""
-        [audit]
-        id = "kill"
-        req_id = "ENG-9"
-        cutoff = 60
-        [harness]
-        model = "fake-model-1"
-        side_effect_free = true
-        result_cache_off = true
-        [[criteria]]
-        name = "technical_skills"
-        max = 30
-        [[criteria]]
-        name = "experience"
-        max = 25
-        [[criteria]]
-        name = "projects"
-        max = 25
-        [[criteria]]
-        name = "communication"
-        max = 20
-        [screener]
-        kind = "http-json"
-        url = "{url}/score"
-        api_key_env = "FAKE_SCREENER_KEY"
-        model_path = "model"
-        [run]
-        runs = {runs}
-        concurrency = 4
-        sample = "sample.csv"
-        seed = 5
-        max_retries = 0
-        max_calls_per_pair = 8
-        backoff_base_s = 0.01
-        backoff_cap_s = 0.05
-        preflight = false
-    """))
-    return cfg
 
 
 def test_a_run_killed_twice_and_resumed_stores_each_draw_once(tmp_path):
@@ -232,7 +188,7 @@ def test_a_run_killed_twice_and_resumed_stores_each_draw_once(tmp_path):
     runs, k = 5, 10
     with FakeServer() as server:
         server.set(latency_ms=15, p500=0.1, seed=3)
-        cfg = _config(tmp_path, server.url, runs, k)
+        cfg = http_json_config(tmp_path, server.url, runs, k)
         db = tmp_path / "audit.duckdb"
         env = {**os.environ, "FAKE_SCREENER_KEY": "sk-test-kill-resume-0001",
                "PYTHONPATH": str(ROOT)}
