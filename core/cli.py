@@ -7,6 +7,7 @@ Exit 0 on success; exit 2 on bad input with one line on stderr naming file, row 
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 import sys
@@ -170,11 +171,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     for mod, adder in (() if command in _COMMANDS else (
             ("core.run_cli", "add_run_parser"), ("core.drift.cli", "add_drift_parser"))):
-        try:
-            module = __import__(mod, fromlist=[adder])
-            getattr(module, adder)(sub)
-        except ImportError:
-            pass
+        getattr(importlib.import_module(mod), adder)(sub)
     return parser
 
 

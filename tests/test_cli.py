@@ -20,7 +20,7 @@ def _subcommands() -> list[str]:
 def test_top_level_help_lists_commands():
     r = run_cli("--help")
     assert r.returncode == 0
-    for cmd in ("import", "report", "sample", "demo"):
+    for cmd in ("import", "report", "sample", "demo", "audits", "compare", "run", "drift"):
         assert cmd in r.stdout
 
 
