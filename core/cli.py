@@ -12,13 +12,14 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from core.errors import AuditError, InputError
 from core.format import csv_safe_frame, term_escape, term_lines
 from core.store import DEFAULT_DB
+
+if TYPE_CHECKING:  # not at start: `import` of a file never loads pandas
+    import pandas as pd
 
 __all__ = ["main", "build_parser", "DEFAULT_DB"]
 
@@ -484,6 +485,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`… | head`): stop quietly, as the shell's own tools do
+        # (what was written to the database is committed; nothing more is printed)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except MemoryError:
         print("error: not enough memory for this input; use a smaller file", file=sys.stderr)
         return 2

@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from core.errors import InputError
+from core.freeze import TOTAL
 
 __all__ = ["Draws", "TOTAL", "group_mean", "group_sum"]
 
-TOTAL = "total"
 
 
 def group_sum(idx: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import html
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where a frame is built: `import` and the CLI
+    import pandas as pd  # start without it
 
 __all__ = ["md_escape", "md_cell", "html_escape", "term_escape", "term_lines", "csv_safe",
            "csv_safe_frame",
@@ -81,6 +82,8 @@ def csv_safe(value: Any) -> Any:
 
 def csv_safe_frame(df: pd.DataFrame) -> pd.DataFrame:
     """:func:`csv_safe` over every text column of a frame (a copy)."""
+    import pandas as pd
+
     out = df.copy()
     for col in out.columns:
         if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
@@ -276,6 +279,8 @@ def seconds(s: float | None) -> str:
 
 def criteria_display(table: pd.DataFrame) -> pd.DataFrame:
     """The per-criterion table with readable column names and rounded numbers."""
+    import pandas as pd
+
     t = table.copy()
     nd = score_precision(t["max_points"])
     out = pd.DataFrame({
@@ -304,6 +309,8 @@ def criteria_column_help() -> dict[str, str]:
 
 def sd_table(table: pd.DataFrame) -> pd.DataFrame:
     """Per-candidate SD of the total with its 95% interval, for reading."""
+    import pandas as pd
+
     return pd.DataFrame({
         "candidate": table["candidate_id"].astype(str),
         "runs": table["runs"].map(count),
@@ -316,6 +323,8 @@ def sd_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def flip_display(table: pd.DataFrame, limit: int | None = None) -> pd.DataFrame:
     """The flip table, flipping candidates first (largest flip rate first)."""
+    import pandas as pd
+
     t = table.sort_values(["flips", "flip_rate", "disagreement", "candidate_id"],
                           ascending=[False, False, False, True], kind="stable")
     if limit is not None:
@@ -430,6 +439,8 @@ def readable(df: pd.DataFrame, *, nd: int = 3, reps: dict[str, int] | None = Non
     """A results table for reading: p-value columns via :func:`pvalue` (bootstrap columns named
     in ``reps`` as ``< 1/reps`` instead of 0), count columns with separators, other numbers with
     ``nd`` decimals, missing values as ``—``; text and dates unchanged. A copy."""
+    import pandas as pd
+
     out = df.copy()
     reps = reps or {}
     for col in out.columns:

@@ -27,7 +27,11 @@ __all__ = [
     "TEMPERATURE_ZERO_NOTE",
     "parse_criteria_spec",
     "ON_INVALID",
+    "TOTAL",
 ]
+
+#: A criterion of this name is the screener's own total (SPEC §2), not a rubric criterion.
+TOTAL = "total"
 
 SAMPLING_REGIMES = ("settable", "not-exposed", "cannot-be-set")
 GATES = ("auto-advance", "auto-reject", "sorted-list")

@@ -40,6 +40,8 @@ from core.store.draw_checks import (
     CheckedDraws,
     check_draws,
     check_pool,
+    draw_number_columns,
+    pool_number_columns,
     staged_candidate_ids,
     staged_frame,
 )
@@ -275,7 +277,7 @@ def validate_draws(source: Source, *, name: str | None = None,
 
     crit_list = read_criteria(criteria)
     limits = limits or Limits.from_env()
-    with open_table(source, name=name, limits=limits) as t:
+    with open_table(source, name=name, limits=limits, numbers=draw_number_columns) as t:
         checked = check_draws(t, crit_list, clip)
         return DrawsImport(t.name, t.sha256, t.rows, checked, t.keep())
 
@@ -321,7 +323,8 @@ def validate_pool(source: Source, *, name: str | None = None, limits: Limits | N
     are not finite numbers, an applicant listed twice), each with its line and column.
     """
     limits = limits or Limits.from_env()
-    with open_table(source, name=name, limits=limits, what="pool") as t:
+    with open_table(source, name=name, limits=limits, what="pool",
+                    numbers=pool_number_columns) as t:
         return PoolImport(t.name, t.sha256, check_pool(t))
 
 
@@ -352,7 +355,7 @@ def check_target(store: Store, audit_id: str, imp: DrawsImport) -> None:
     if not store.audit_exists(audit_id):
         return
     way = "import into a new audit instead"
-    stored = set(store.get_candidates(audit_id)["candidate_id"].astype(str))
+    stored = set(store.candidate_ids(audit_id))
     if stored:
         outside = sorted(set(imp.candidate_ids()) - stored)
         if outside:
@@ -367,7 +370,7 @@ def check_target(store: Store, audit_id: str, imp: DrawsImport) -> None:
         raise InputError(f"the file reports model {shown_value(other[0])} but audit "
                          f"'{audit_id}' is frozen on {shown_value(frozen_model)}; {way}",
                          file=imp.file_name, column="model")
-    rubric = set(store.get_criteria(audit_id)["criterion"].astype(str))
+    rubric = {str(r[0]) for r in store.criteria_rows(audit_id)}
     extra = [c.name for c in imp.criteria if rubric and c.name not in rubric]
     if extra:
         raise InputError(f"criterion {shown_value(extra[0])} is not in the frozen rubric of "
@@ -413,10 +416,11 @@ def commit_draws(store: Store, audit_id: str, imp: DrawsImport, *,
     check_target(store, audit_id, imp)
     models = out["models"]
     _ensure_audit(store, audit_id, imp.criteria, models[0] if len(models) == 1 else None)
-    current = store.get_criteria(audit_id)
+    current = store.criteria_rows(audit_id)
     with store.transaction() as cur:
-        if len(current) == 0:
-            store.set_criteria(audit_id, criteria_frame(imp.criteria), cur=cur)
+        if not current:
+            store.write_criteria(audit_id, [(c.name, c.max_points, c.weight)
+                                            for c in imp.criteria], cur)
         store.write_staged(cur, audit_id, imp.staging.alias, file_name=imp.file_name)
         store.record_import(cur, audit_id, imp.sha256, "draws", imp.file_name, imp.rows)
     out["status"] = "imported"

@@ -272,6 +272,9 @@ class Scan:
     controls: bool = False   # bytes below 32 other than tab, CR, LF (or DEL) somewhere
     quoted_or_tab: bool = False   # a double quote or a tab somewhere
     mixed_endings: int | None = None   # first line ending unlike the header's
+    #: a '_' between two digits somewhere ("1_000"): DuckDB's number reader takes it as 1000,
+    #: our rule refuses it, so such a file is read as text (see core.store.files)
+    digit_underscore: bool = False
 
 
 def scan_text(path: Path, display: str, limits: Limits, fmt: str) -> Scan:
@@ -288,6 +291,7 @@ def scan_text(path: Path, display: str, limits: Limits, fmt: str) -> Scan:
     quoted_or_tab = False
     prev_cr = False
     mixed: int | None = None
+    digit_us = False
     with open(path, "rb") as fh:
         while True:
             chunk = fh.read(_CHUNK)
@@ -311,6 +315,8 @@ def scan_text(path: Path, display: str, limits: Limits, fmt: str) -> Scan:
                                 or np.any(arr == 127))
             if not quoted_or_tab:
                 quoted_or_tab = b'"' in chunk or b"\t" in chunk
+            if not digit_us:
+                digit_us = _digit_underscore(arr)
             nl = np.flatnonzero(arr == 10)
             starts = np.concatenate(([0], nl + 1))
             ends = np.concatenate((nl, [len(chunk)]))
@@ -366,7 +372,19 @@ def scan_text(path: Path, display: str, limits: Limits, fmt: str) -> Scan:
         last_nonblank = line_no
     return Scan(h.hexdigest(), last_nonblank, [b for b in blank if b < last_nonblank],
                  newline, header.decode("utf-8", "replace").lstrip("\ufeff"), controls,
-                 quoted_or_tab, mixed)
+                 quoted_or_tab, mixed, digit_us)
+
+
+def _digit_underscore(arr: np.ndarray) -> bool:
+    """A '_' with a digit on each side in a chunk (or a '_' at its edge: the neighbour is in
+    another chunk, so say yes and let the caller take the careful path)."""
+    at = np.flatnonzero(arr == 95)
+    if not len(at):
+        return False
+    if at[0] == 0 or at[-1] == len(arr) - 1:
+        return True
+    before, after = arr[at - 1], arr[at + 1]
+    return bool(np.any((before >= 48) & (before <= 57) & (after >= 48) & (after <= 57)))
 
 
 # ----------------------------------------------------------------------------- pandas helpers

@@ -224,3 +224,26 @@ def test_report_top_beyond_the_pool_is_one_line(capsys):
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "top k must be between 1 and the pool size 10; got 999" in err
+
+
+def test_output_into_a_closed_pipe_stops_quietly(tmp_path):
+    """`python -m core import … | head -1`: the reader leaves before the summary is printed;
+    the command stops without a traceback or an 'unexpected error' line, like the shell's own
+    tools (exit 141), and the import it made stays made."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    db = tmp_path / "a.duckdb"
+    read, write = os.pipe()
+    os.close(read)                      # the reader is gone before the first line
+    proc = subprocess.Popen([sys.executable, "-m", "core", "import", str(FIXTURES / "draws_long.csv"),
+                             "--db", str(db), "--audit", "piped"], cwd=str(ROOT),
+                            stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "unexpected" not in err, err
+    assert run_cli("audits", "--db", str(db)).stdout.count("piped") == 1

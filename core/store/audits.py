@@ -114,6 +114,21 @@ class AuditRecords(StoreBase):
             with self.transaction() as c:
                 _do(c)
 
+    def write_criteria(self, audit_id: str, rows: list[tuple[str, float | None, float]],
+                       cur: duckdb.DuckDBPyConnection) -> None:
+        """Replace the audit's criteria from plain ``(criterion, max_points, weight)`` rows in
+        rubric order (no frame: an import from the command line never loads pandas)."""
+        cur.execute("DELETE FROM criteria WHERE audit_id = ?", [audit_id])
+        if rows:
+            cur.executemany("INSERT INTO criteria (audit_id, criterion, position, max_points, "
+                            "weight) VALUES (?, ?, ?, ?, ?)",
+                            [[audit_id, n, i, m, w] for i, (n, m, w) in enumerate(rows)])
+
+    def candidate_ids(self, audit_id: str) -> list[str]:
+        """The audit's sample, as plain ids."""
+        return [str(r[0]) for r in self._rows(
+            "SELECT candidate_id FROM candidates WHERE audit_id = ? ORDER BY 1", [audit_id])]
+
     def get_criteria(self, audit_id: str) -> pd.DataFrame:
         return self._df("SELECT criterion, position, max_points, weight FROM criteria "
                         "WHERE audit_id = ? ORDER BY position, criterion", [audit_id])

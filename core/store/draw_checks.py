@@ -23,9 +23,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from core.draws import TOTAL
 from core.errors import InputError
-from core.freeze import Criterion
+from core.freeze import TOTAL, Criterion
 from core.store.connection import Staging
 from core.store.filetable import FileTable
 from core.store.schema import CALL_COLUMNS
@@ -36,7 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CheckedDraws", "check_draws", "check_pool", "staged_frame",
            "staged_candidate_ids", "LONG_COLUMNS", "OPTIONAL_COLUMNS",
-           "OUTLIER_FACTOR", "ABSURD", "MAX_RUN"]
+           "OUTLIER_FACTOR", "ABSURD", "MAX_RUN", "draw_number_columns",
+           "pool_number_columns"]
 
 LONG_COLUMNS = ["candidate_id", "run", "criterion", "score"]
 OPTIONAL_COLUMNS = ["request_id", "model", "raw_payload", "stratum", "first_pass_score"]
@@ -67,6 +67,22 @@ class CheckedDraws:
     #: candidates, runs_min, runs_max, evaluations, has_total, has_payloads, has_strata,
     #: has_first_pass, models
     counts: dict[str, Any] = field(default_factory=dict)
+
+
+def draw_number_columns(names: list[str]) -> set[str]:
+    """The columns of a draws file that hold numbers, from its header: long, ``run``,
+    ``score`` and ``first_pass_score``; wide, ``run``, ``first_pass_score`` and every score
+    column (the layout rule of :func:`check_draws`)."""
+    cols = set(names)
+    if cols & {"criterion", "score"}:
+        return cols & {"run", "score", "first_pass_score"}
+    return {n for n in names if n not in {"candidate_id", *OPTIONAL_COLUMNS}} | (
+        cols & {"first_pass_score"})
+
+
+def pool_number_columns(names: list[str]) -> set[str]:
+    """The number column of a pool file."""
+    return {"first_pass_score"} & set(names)
 
 
 def _header_faults(t: FileTable, names: list[str]) -> list[Fault]:

@@ -13,7 +13,7 @@ import csv
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,10 @@ from core.tables import (
     scan_text,
 )
 
-__all__ = ["open_table"]
+__all__ = ["open_table", "NumberColumns"]
+
+#: Given a file's column names, the ones that hold numbers (read as numbers on the fast path).
+NumberColumns = Callable[[list[str]], set[str]]
 
 _CHUNK = 8 << 20
 
@@ -102,7 +105,18 @@ def _csv_header(header: str) -> tuple[list[str], str]:
 
 
 def _load_csv(con: duckdb.DuckDBPyConnection, path: Path, scan: Scan, display: str,
-              limits: Limits) -> tuple[list[str], dict[str, str], bool]:
+              limits: Limits, numbers: NumberColumns | None = None
+              ) -> tuple[list[str], dict[str, str], bool, set[str]]:
+    """Read a CSV into ``raw`` and the view ``src`` (see :class:`FileTable`); returns the
+    names, kinds, whether it uses a decimal comma, and the columns read as numbers.
+
+    Every value is read as text, except on the fast path: the columns ``numbers`` names are
+    read as DOUBLE by DuckDB's reader when the file can hold no number our rules read
+    otherwise (no decimal comma, no '_' between digits). A value the reader cannot take
+    makes it fail, and the file is then read as text, where each fault gets its line and
+    value; a typed value that breaks a rule sends the table back to text as well
+    (:meth:`FileTable.materialize`). Both paths accept exactly the same files.
+    """
     names, delim = _csv_header(scan.header)
     if len(names) > limits.max_columns:
         raise InputError(f"has {len(names):,} columns, over the {limits.max_columns:,}-column "
@@ -111,13 +125,28 @@ def _load_csv(con: duckdb.DuckDBPyConnection, path: Path, scan: Scan, display: s
     if not any(names):
         raise InputError("the first line (the header) is empty; the first line must name the "
                          "columns", file=display)
-    cols = "{" + ", ".join(f"'c{i}': 'VARCHAR'" for i in range(len(names))) + "}"
+    typed = set(numbers(names)) & set(names) if numbers else set()
+    if delim == ";" or scan.digit_underscore:
+        typed = set()
     delim_sql = {"\t": "\\t"}.get(delim, delim)
-    try:
+
+    def read(as_number: set[str]) -> None:
+        cols = "{" + ", ".join(f"'c{i}': '{'DOUBLE' if n in as_number else 'VARCHAR'}'"
+                               for i, n in enumerate(names)) + "}"
         con.execute(
             f"CREATE TABLE raw AS SELECT * FROM read_csv({_lit(str(path))}, auto_detect=false, "
             f"header=true, skip=0, delim='{delim_sql}', quote='\"', escape='\"', "
             f"columns={cols}, strict_mode=true, encoding='utf-8')")
+
+    if typed:
+        try:
+            read(typed)
+        except duckdb.Error:
+            con.execute("DROP TABLE IF EXISTS raw")
+            typed = set()
+    try:
+        if not typed:
+            read(set())
     except duckdb.Error as exc:
         if scan.mixed_endings is not None and "invalid state" in str(exc):
             raise InputError(f"mixes Windows (CRLF) and Unix (LF) line endings (line "
@@ -140,7 +169,7 @@ def _load_csv(con: duckdb.DuckDBPyConnection, path: Path, scan: Scan, display: s
         con.execute(f"CREATE VIEW src AS SELECT rowid + 2 AS _line, {cols} FROM raw "
                     f"WHERE {keep}")
     kinds = {n: _KIND_TEXT for n in names}
-    return names, kinds, delim == ";"
+    return names, kinds, delim == ";", typed
 
 
 def _record_lines(n: int, blanks: list[int]) -> list[int]:
@@ -249,8 +278,12 @@ def _load_parquet(con: duckdb.DuckDBPyConnection, path: Path, display: str, limi
 
 @contextmanager
 def open_table(source: Source, *, name: str | None = None, fmt: str | None = None,
-               limits: Limits | None = None, what: str = "draws") -> Iterator[FileTable]:
+               limits: Limits | None = None, what: str = "draws",
+               numbers: NumberColumns | None = None) -> Iterator[FileTable]:
     """Load a file into a :class:`FileTable` after checking its bounds; closed on exit.
+
+    ``numbers``: which columns hold numbers, from the header (a CSV's fast path, see
+    :func:`_load_csv`); without it every CSV value is read as text.
 
     Raises
     ------
@@ -291,14 +324,23 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
         try:
             decimal_comma = False
             controls = quoted_or_tab = True
+            typed: set[str] = set()
+            as_text = None
             if kind == "parquet":
                 names, kinds, digest = _load_parquet(con, path, display, limits)
             else:
                 scan = scan_text(path, display, limits, kind)
                 digest = scan.sha256
                 if kind == "csv":
-                    names, kinds, decimal_comma = _load_csv(con, path, scan, display, limits)
+                    names, kinds, decimal_comma, typed = _load_csv(con, path, scan, display,
+                                                                   limits, numbers)
                     controls, quoted_or_tab = scan.controls, scan.quoted_or_tab
+                    if typed:
+                        def as_text(scan: Scan = scan) -> None:
+                            for drop in ("VIEW src", "TABLE _map", "TABLE raw"):
+                                con.execute(f"DROP {drop.split()[0]} IF EXISTS "
+                                            f"{drop.split()[1]}")
+                            _load_csv(con, path, scan, display, limits)
                 else:
                     names, kinds, bad = _load_jsonl(con, path, display, FAULT_CAP)
                     if bad:
@@ -313,7 +355,8 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
                 raise InputError(f"the header names column(s) {', '.join(map(repr, dupes))} "
                                  "more than once", file=display)
             table = FileTable(con, staging, display, kind, digest, names, kinds,
-                              decimal_comma, controls, quoted_or_tab)
+                              decimal_comma, controls, quoted_or_tab, typed=typed,
+                              as_text=as_text)
             if table.rows == 0:
                 raise InputError("the file has a header but no rows" if kind == "csv" else
                                  "the file has no rows", file=display)

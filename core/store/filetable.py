@@ -70,7 +70,9 @@ class FileTable:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, staging: Staging, display: str, fmt: str,
                  sha256: str, columns: list[str], kinds: dict[str, str], decimal_comma: bool,
-                 controls: bool = True, quoted_or_tab: bool = True) -> None:
+                 controls: bool = True, quoted_or_tab: bool = True,
+                 typed: set[str] | None = None,
+                 as_text: Callable[[], None] | None = None) -> None:
         self.con = con
         self.staging = staging
         self.kept = False   # the staging database outlives the table (a validated import)
@@ -83,6 +85,10 @@ class FileTable:
         self._col = {c: f"c{i}" for i, c in enumerate(columns)}
         self._kind = kinds
         self.decimal_comma = decimal_comma
+        # columns the reader already gave as DOUBLE (a CSV's fast path), and how to read the
+        # file again as text when one of their values breaks a rule (to name it as written)
+        self.typed = set(typed or ())
+        self._as_text = as_text
         self.locator = "row" if fmt == "parquet" else "line"
         self._declared: list[_Declared] = []
         self._rules: dict[str, tuple[bool, float | None, float | None]] = {}
@@ -162,6 +168,16 @@ class FileTable:
         p = _q("_p" + d.out)
         if d.kind == "number":
             whole, minimum, maximum = self._rules[d.out]
+            ok = [f"isfinite({p})"]
+            if whole:
+                ok.append(f"{p} = round({p})")
+            if minimum is not None:
+                ok.append(f"{p} >= {float(minimum)!r}")
+            if maximum is not None:
+                ok.append(f"{p} <= {float(maximum)!r}")
+            outer = f"CASE WHEN {' AND '.join(ok)} THEN {p} END"
+            if d.column in self.typed:
+                return c, outer
             # (DuckDB's cast skips surrounding blanks itself: no trim on the common path)
             alt = (f"WHEN strpos({c}, ',') > 0 AND regexp_full_match({v}, "
                    f"'{_DECIMAL_COMMA_RE}') THEN TRY_CAST(replace({v}, ',', '.') AS DOUBLE) "
@@ -171,14 +187,7 @@ class FileTable:
             bad_kind = "" if text_only else f"WHEN {k} IN {_BAD_KINDS} THEN NULL "
             inner = (f"CASE {bad_kind}WHEN strpos({c}, '_') > 0 "
                      f"THEN NULL {alt}ELSE TRY_CAST({c} AS DOUBLE) END")
-            ok = [f"isfinite({p})"]
-            if whole:
-                ok.append(f"{p} = round({p})")
-            if minimum is not None:
-                ok.append(f"{p} >= {float(minimum)!r}")
-            if maximum is not None:
-                ok.append(f"{p} <= {float(maximum)!r}")
-            return inner, f"CASE WHEN {' AND '.join(ok)} THEN {p} END"
+            return inner, outer
         if d.kind == "id":
             if text_only:
                 inner = f"nullif({v}, '')"
@@ -207,6 +216,23 @@ class FileTable:
             return inner, f"CASE WHEN {p} IN ({', '.join(map(_lit, d.allowed))}) THEN {p} END"
         return inner, p
 
+    def _clean_as_written(self, d: _Declared, exprs: tuple[str, str]) -> tuple[str, str]:
+        """An id column of a CSV whose every distinct value passes its rule unchanged (no
+        blank, nothing to trim or fold, nothing refused) is taken as written: its rule is
+        checked once per distinct value (a few thousand ids) instead of once per row."""
+        c = self._col[d.column]
+        if d.kind != "id" or self._kind[d.column] != _KIND_TEXT:
+            return exprs
+        inner, outer = exprs
+        # (a table, not a subquery: DuckDB would push the test below the DISTINCT, per row)
+        self.con.execute(f"CREATE OR REPLACE TEMP TABLE _distinct AS SELECT DISTINCT {c} "
+                         "FROM src")
+        changed = self._one(
+            f"SELECT count(*) FROM (SELECT {c}, {inner} AS {_q('_p' + d.out)} FROM _distinct) "
+            f"WHERE {c} IS NULL OR ({outer}) IS DISTINCT FROM {c}")
+        self.con.execute("DROP TABLE _distinct")
+        return exprs if changed else (c, _q("_p" + d.out))
+
     def materialize(self, cap: int = FAULT_CAP) -> tuple[list[Fault], int]:
         """Build ``typed`` (``_line``, the typed values, a blank flag per optional column) in
         one pass; return the faults of every declared column, by line. The raw text of a
@@ -215,11 +241,13 @@ class FileTable:
         raw = [f"{self._col[c]}" for c in used]
         kinds = [f"{self._kind[c]} AS k{self._col[c][1:]}" for c in used
                  if not self._kind[c].startswith("'")]
-        exprs = [self._typed_exprs(d) for d in self._declared]
+        exprs = [self._clean_as_written(d, e) for d, e in
+                 ((d, self._typed_exprs(d)) for d in self._declared)]
         inner = [f"{e[0]} AS {_q('_p' + d.out)}" for d, e in zip(self._declared, exprs)]
         outer = [f"{e[1]} AS {_q(d.out)}" for d, e in zip(self._declared, exprs)]
-        blanks = [f"({self._col[d.column]} IS NULL OR trim({self._col[d.column]}) = '') AS "
-                  f"{_q('_b' + d.out)}" for d in self._declared if not d.required]
+        blanks = [f"({self._col[d.column]} IS NULL" + (
+                      "" if d.column in self.typed else f" OR trim({self._col[d.column]}) = ''")
+                  + f") AS {_q('_b' + d.out)}" for d in self._declared if not d.required]
         self.con.execute(f"CREATE OR REPLACE TABLE typed AS SELECT _line, "
                          f"{', '.join(outer + blanks)} "
                          f"FROM (SELECT _line, {', '.join(raw + kinds + inner)} FROM src)")
@@ -228,6 +256,11 @@ class FileTable:
                  for d in self._declared]
         counts = self._rows(f"SELECT {', '.join(f'count_if({x})' for x in conds)} FROM typed"
                             )[0] if conds else []
+        if any(n and d.column in self.typed for d, n in zip(self._declared, counts)):
+            # a typed value broke a rule: read the file as text to name it as written
+            self._as_text()
+            self.typed = set()
+            return self.materialize(cap)
         faults: list[Fault] = []
         total = 0
         for d, cond, n in zip(self._declared, conds, counts):
