@@ -10,7 +10,7 @@ Two phases, so a user sees a validation summary before anything is stored:
    :data:`~core.tables.FAULT_CAP`, with a count of the rest), each with the line a spreadsheet
    shows (the header is line 1), the column and the value.
 2. :func:`commit_draws` / :func:`commit_pool` write it in one transaction (the draws are copied
-   inside DuckDB, sorted by their key). Re-importing the same file is a no-op; a rejected
+   inside DuckDB, in the file's order). Re-importing the same file is a no-op; a rejected
    import writes nothing. Draws go only into a new audit, or into an audit whose sample holds
    their candidates, whose frozen model they report, whose rubric holds their criteria and
    which has none of their ``(candidate, run)`` pairs yet (audits stay what they were frozen

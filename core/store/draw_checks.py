@@ -5,8 +5,8 @@ normalized result staged there for the write.
 line, column and value; raised together as :class:`~core.tables.FileFaults`) and otherwise
 leaves three tables in the staging database, ready for :meth:`core.store.Store.write_staged`:
 
-* ``out_draws``: ``candidate_id, run, criterion, score, request_id, model, clipped`` (a view;
-  the write sorts it by the draw's key, the order the audit file stores them in);
+* ``out_draws``: ``candidate_id, run, criterion, score, request_id, model, clipped`` (a view,
+  copied in the file's order);
 * ``out_calls``: (a view) one call per ``(candidate, run)`` with every column of
   :data:`~core.store.schema.CALL_COLUMNS` and the file line of its first row (``first_line``);
 * ``out_candidates``: one row per candidate (stratum, first-pass score).
