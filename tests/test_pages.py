@@ -429,3 +429,25 @@ def test_a_negative_noise_share_reads_negative_with_its_explanation(db):
     b_share = dict(zip(table["criterion"], table["share of the total's noise"]))["b"]
     assert b_share.startswith("−") and b_share != "−0%", b_share
     assert any("b:" in _plain(c.value) and "negative share" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("where", ["view", "settings"])
+def test_a_band_width_beyond_the_slider_from_a_received_database_still_opens_band(db, where):
+    """A database from elsewhere (or an older version, or ``report --k 7`` saved as a
+    setting) holding k = 10: the Band page opens with k at the slider's end instead of
+    failing with a redacted error."""
+    from core.demo import ensure_demo
+    store = Store(db)
+    ensure_demo(store)
+    if where == "view":
+        store.set_view(DEMO_AUDIT_ID, {"mode": "score", "cutoff": 78.0, "top_k": None,
+                                       "of_n": None, "k": 10.0, "override_on": False,
+                                       "override": None, "capacity": 5.0, "apps": 410.0})
+    else:
+        store.update_settings(DEMO_AUDIT_ID, {"k": 10.0})
+    store.close()
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "band")
+    assert at.slider(key="w_k").value == 4.0
+    v = analyze(_store(at), DEMO_AUDIT_ID).view(78.0, 4.0)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Manual-review band"] == f"{pts(v.band.low)} – {pts(v.band.high)}"

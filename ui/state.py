@@ -260,6 +260,10 @@ def switch_audit(audit_id: str, page: str | None = None) -> None:
     st.rerun()
 
 
+#: The Band page's k slider (pages/band.py): a stored k outside it (a database from elsewhere,
+#: a saved ``--k 7``) is drawn at the nearest end, never handed to the slider as it is.
+K_RANGE = (0.5, 4.0)
+
 #: The live values kept per audit in the store (a reload or a shared link shows the same view).
 VIEW_KEYS = ("mode", "cutoff", "top_k", "of_n", "k", "override_on", "override", "capacity", "apps")
 
@@ -288,6 +292,7 @@ def live_settings(audit_id: str, result: AuditResult | None = None) -> dict[str,
         for name in VIEW_KEYS:
             if name in stored and _valid_view_value(name, stored[name]):
                 live[name] = stored[name]
+        live["k"] = float(min(max(live["k"], K_RANGE[0]), K_RANGE[1]))
     return live
 
 
