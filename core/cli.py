@@ -93,6 +93,13 @@ def _runs(text: str) -> int:
     return v
 
 
+def _audit_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an audit needs a name (an empty id cannot be "
+                                         "reported, linked or chosen again)")
+    return text
+
+
 def _add_analysis_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cutoff", type=_finite_float, help="the cutoff that gates the stage today")
     p.add_argument("--comparison", choices=[">=", ">"], help="pass means total >= cutoff "
@@ -134,7 +141,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                    "candidates and whose frozen model they report.")
     p.add_argument("file", help="draws file")
     p.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB file (default {DEFAULT_DB})")
-    p.add_argument("--audit", required=True, help="audit id to import into (created if new)")
+    p.add_argument("--audit", required=True, type=_audit_name,
+                   help="audit id to import into (created if new)")
     p.add_argument("--pool", help="pool file (candidate_id, first_pass_score)")
     p.add_argument("--criteria", help="criteria maxima and weights: 'name:max[:weight],…' or a "
                    "criteria CSV (default for an existing audit: its frozen maxima). Without "

@@ -338,3 +338,11 @@ def test_absurd_band_width_and_a_top_k_beyond_its_list_are_refused_by_name(files
     r = _run(["report", "--db", db, "--audit", demo, "--top", "5", "--of", "3"], tmp_path)
     assert r.returncode == 2 and "--top 5" in r.stderr and "--of 3" in r.stderr
     assert r.stdout == ""
+
+
+def test_an_empty_audit_id_is_refused_and_creates_nothing(tmp_path):
+    db = tmp_path / "e.duckdb"
+    r = _run(["import", str(FIXTURES / "draws_long.csv"), "--db", str(db), "--audit", " "],
+             tmp_path)
+    assert r.returncode == 2 and "--audit" in r.stderr and "needs a name" in r.stderr
+    assert not db.exists()
