@@ -451,3 +451,13 @@ def test_a_band_width_beyond_the_slider_from_a_received_database_still_opens_ban
     v = analyze(_store(at), DEMO_AUDIT_ID).view(78.0, 4.0)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Manual-review band"] == f"{pts(v.band.low)} – {pts(v.band.high)}"
+
+
+def test_the_band_report_downloads_have_distinct_labels_naming_their_format(app):
+    """Issue 9: at 800 px the four buttons all read "Download …"; each label now says what it
+    gives, and no two are alike (so none depends on its cut-off tail)."""
+    at = _open(app, "band")
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert len(labels) == 4 and len(set(labels)) == 4, labels
+    for label, word in zip(labels, ("Text", "Markdown", "JSON", "HTML")):
+        assert label.startswith(word) and not label.startswith("Download"), label
