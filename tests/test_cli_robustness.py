@@ -346,3 +346,13 @@ def test_an_empty_audit_id_is_refused_and_creates_nothing(tmp_path):
              tmp_path)
     assert r.returncode == 2 and "--audit" in r.stderr and "needs a name" in r.stderr
     assert not db.exists()
+
+
+@pytest.mark.parametrize("option", ["--runs", "--concurrency"])
+def test_a_zero_run_override_is_refused_not_ignored(tmp_path, option):
+    """``run --runs 0`` printed the config's 15-run estimate as if the option were absent."""
+    r = _run(["run", "--config", str(ROOT / "examples" / "audit.toml"), "--db",
+              str(tmp_path / "z.duckdb"), "--estimate", option, "0"], tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert option.lstrip("-") in r.stderr and "got 0" in r.stderr
+    assert "estimate:" not in r.stderr + r.stdout
