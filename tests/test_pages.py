@@ -461,3 +461,16 @@ def test_the_band_report_downloads_have_distinct_labels_naming_their_format(app)
     assert len(labels) == 4 and len(set(labels)) == 4, labels
     for label, word in zip(labels, ("Text", "Markdown", "JSON", "HTML")):
         assert label.startswith(word) and not label.startswith("Download"), label
+
+
+def test_the_flip_page_names_the_configured_cutoff_without_jargon(app):
+    """Issue 9: "the config field reads 70" is jargon for a manager; the page says what the
+    screener's settings say, by score and by top k."""
+    at = _open(app, "flip")
+    texts = [c.value for c in at.caption]
+    assert any("the screener's settings say 70" in t for t in texts)
+    at.radio(key="w_mode").set_value("top-k").run()
+    texts += [c.value for c in at.caption]
+    assert any("best applicant in the pool" in t for t in texts)
+    page_text = " ".join(texts + [m.value for m in at.markdown] + [i.value for i in at.info])
+    assert "config field" not in page_text
