@@ -474,3 +474,22 @@ def test_the_flip_page_names_the_configured_cutoff_without_jargon(app):
     assert any("best applicant in the pool" in t for t in texts)
     page_text = " ".join(texts + [m.value for m in at.markdown] + [i.value for i in at.info])
     assert "config field" not in page_text
+
+
+def test_a_stored_top_k_beyond_the_pool_is_the_whole_pool_not_the_inputs_minimum(db):
+    """A view saved with top 1,000 for a pool now of 410 (the pool replaced since, or a
+    database from elsewhere): the input showed 1 (its minimum), the cutoff was the best
+    applicant's score and the caption spoke of "the 1,000th best applicant". Now the input,
+    the caption and the cutoff all use the whole pool."""
+    from core.demo import ensure_demo
+    store = Store(db)
+    ensure_demo(store)
+    store.set_view(DEMO_AUDIT_ID, {"mode": "top-k", "cutoff": 78.0, "top_k": 1000,
+                                   "of_n": 410, "k": 2.0, "override_on": False,
+                                   "override": None, "capacity": 40.0, "apps": 410.0})
+    pool = store.get_pool(DEMO_AUDIT_ID)["first_pass_score"]
+    store.close()
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "flip")
+    assert at.number_input(key="w_top_k").value == len(pool) == 410
+    assert _live(at)["cutoff"] == f"{pool.min():g}"
+    assert not any("1,000th" in c.value for c in at.caption)

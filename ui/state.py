@@ -293,6 +293,10 @@ def live_settings(audit_id: str, result: AuditResult | None = None) -> dict[str,
             if name in stored and _valid_view_value(name, stored[name]):
                 live[name] = stored[name]
         live["k"] = float(min(max(live["k"], K_RANGE[0]), K_RANGE[1]))
+        # a top k stored for a larger pool (the pool replaced since, a received database)
+        # is the whole pool: the Flip page's input would show its minimum, the caption the k
+        if live["top_k"] is not None and result.pool_size:
+            live["top_k"] = int(min(max(int(live["top_k"]), 1), int(result.pool_size)))
     return live
 
 
