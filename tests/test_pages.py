@@ -493,3 +493,16 @@ def test_a_stored_top_k_beyond_the_pool_is_the_whole_pool_not_the_inputs_minimum
     assert at.number_input(key="w_top_k").value == len(pool) == 410
     assert _live(at)["cutoff"] == f"{pool.min():g}"
     assert not any("1,000th" in c.value for c in at.caption)
+
+
+def test_a_link_to_an_audit_this_database_lacks_says_so_and_names_what_is_shown(db):
+    """A colleague's link ?audit=… opened on a database without that audit: the page said
+    nothing and showed the demo as if it were the linked audit."""
+    at = _app_on(db, "eng-9999-theirs")
+    warned = [_plain(w.value) for w in at.warning if "The link names the audit" in w.value]
+    assert warned and "'eng-9999-theirs'" in warned[0] and DEMO_AUDIT_ID in warned[0]
+    assert at.query_params["audit"] == [DEMO_AUDIT_ID] or \
+        at.query_params["audit"] == DEMO_AUDIT_ID
+    # a link to an audit it holds says nothing of the kind
+    at = _app_on(db, DEMO_AUDIT_ID)
+    assert not any("The link names the audit" in w.value for w in at.warning)

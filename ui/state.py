@@ -480,6 +480,12 @@ def sidebar(store: Store, pages: dict[str, Any] | None = None) -> str | None:
         st.query_params[URL_AUDIT] = audit_id
     ss[LAST_URL_AUDIT] = audit_id if (from_url is not None or audit_id != _default_audit(ids)) \
         else None
+    if from_url is not None and from_url not in ids and audit_id is not None:
+        # a shared link to an audit this database does not hold: say so, never show another
+        # audit as if it were the linked one (in the page: at 800 px the sidebar is closed)
+        named = from_url if len(from_url) <= 80 else from_url[:80] + "…"
+        st.warning(md_escape(f"The link names the audit '{named}', which is not in this "
+                             f"database ({store.path}); showing '{audit_id}' instead."))
     with st.sidebar:
         if pages:
             link_args = {"query_params": {URL_AUDIT: audit_id}} if audit_id else {}
