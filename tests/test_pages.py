@@ -506,3 +506,41 @@ def test_a_link_to_an_audit_this_database_lacks_says_so_and_names_what_is_shown(
     # a link to an audit it holds says nothing of the kind
     at = _app_on(db, DEMO_AUDIT_ID)
     assert not any("The link names the audit" in w.value for w in at.warning)
+
+
+def test_an_audit_saved_from_a_config_with_200_runs_opens_on_the_run_page(db, tmp_path):
+    """`run --estimate` on a config with runs = 200 (the runner allows up to 1,000): the Run
+    page failed with a redacted error (its input stopped at 100)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    cfg = tmp_path / "audit.toml"
+    shutil.copy(ROOT / "examples" / "sample.csv", tmp_path / "sample.csv")
+    cfg.write_text((ROOT / "examples" / "audit.toml").read_text()
+                   .replace("runs = 15 ", "runs = 200 "))
+    res = subprocess.run([sys.executable, "-m", "core", "run", "--config", str(cfg), "--db",
+                          str(db), "--estimate"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    at = _open(_app_on(db, "eng-2291-sim"), "run")
+    assert at.number_input(key="run-eng-2291-sim-runs").value == 200
+    assert any(m.label == "Calls to make" and m.value == "2,400" for m in at.metric)
+
+
+def test_a_saved_top_k_beyond_the_pool_opens_the_sample_page_on_the_whole_pool(db):
+    """A top k saved for a larger pool (the pool replaced since): the Sample page failed with
+    a redacted error, both over the saved sample's histogram and in the sample form."""
+    from core.demo import ensure_demo
+    from core.freeze import FreezeSheet
+    store = Store(db)
+    ensure_demo(store)
+    store.update_settings(DEMO_AUDIT_ID, {"top_k": 1000})
+    sheet = FreezeSheet(req_id="nk", side_effect_free=True, result_cache_off=True)
+    store.save_audit("no-sample", sheet.to_dict(), sheet.hash, {"top_k": 1000, "cutoff": 70})
+    store.set_pool("no-sample", store.get_pool(DEMO_AUDIT_ID))
+    store.close()
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "sample")      # the saved sample's histogram
+    assert any("candidates" in s.value for s in at.success)
+    at = _open(_app_on(db, "no-sample"), "sample")        # the form
+    assert at.number_input(key="smp-no-sample-topk").value == 410
