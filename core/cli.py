@@ -72,6 +72,35 @@ def _nonneg_int(text: str) -> int:
     return v
 
 
+#: The widest band the report sizes (the Band page's slider stops at 4): a k beyond it says
+#: nothing a person could act on, and a huge one overflows k·σ into "no spread".
+MAX_K = 10.0
+#: Runs per candidate, as the runner's ``[run] runs`` allows (core.run.options).
+RUNS_RANGE = (2, 1000)
+
+
+def _band_k(text: str) -> float:
+    v = _positive_float(text)
+    if v > MAX_K:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_K:g} within-SDs, got {text!r}")
+    return v
+
+
+def _runs(text: str) -> int:
+    v = _positive_int(text)
+    lo, hi = RUNS_RANGE
+    if not lo <= v <= hi:
+        raise argparse.ArgumentTypeError(f"must be from {lo} to {hi:,} runs, got {text!r}")
+    return v
+
+
+def _audit_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an audit needs a name (an empty id cannot be "
+                                         "reported, linked or chosen again)")
+    return text
+
+
 def _add_analysis_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cutoff", type=_finite_float, help="the cutoff that gates the stage today")
     p.add_argument("--comparison", choices=[">=", ">"], help="pass means total >= cutoff "
@@ -84,7 +113,8 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    "and reported) instead of rejecting the file")
     p.add_argument("--applications-per-req", type=_positive_float, dest="applications_per_req",
                    help="applications per req (default: the pool size)")
-    p.add_argument("--k", type=_positive_float, help="band width in within-SDs (default 2)")
+    p.add_argument("--k", type=_band_k, help="band width in within-SDs (default 2, at most "
+                   f"{MAX_K:g})")
     p.add_argument("--top", type=_positive_int, dest="top_k", help="the recruiter works the top "
                    "K of a ranked list: the effective cutoff is the K-th highest pool score")
     p.add_argument("--of", type=_positive_int, dest="of_n", help="…of a list of N")
@@ -112,7 +142,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                    "candidates and whose frozen model they report.")
     p.add_argument("file", help="draws file")
     p.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB file (default {DEFAULT_DB})")
-    p.add_argument("--audit", required=True, help="audit id to import into (created if new)")
+    p.add_argument("--audit", required=True, type=_audit_name,
+                   help="audit id to import into (created if new)")
     p.add_argument("--pool", help="pool file (candidate_id, first_pass_score)")
     p.add_argument("--criteria", help="criteria maxima and weights: 'name:max[:weight],…' or a "
                    "criteria CSV (default for an existing audit: its frozen maxima). Without "
@@ -148,9 +179,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--band", type=_nonneg_int, default=None, help="band candidates (default 24)")
     p.add_argument("--high", type=_nonneg_int, default=None, help="high anchors (default 8)")
     p.add_argument("--low", type=_nonneg_int, default=None, help="low anchors (default 8)")
-    p.add_argument("--runs", type=_positive_int, default=None,
+    p.add_argument("--runs", type=_runs, default=None,
                    help="runs per candidate (default 15)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_nonneg_int, default=0)
     p.add_argument("--reduced", action="store_true",
                    help="reduced preset: 24 band, 6 anchors a side, 6 runs = 216 calls")
     p.add_argument("--out", required=True, help="sample CSV to write")
@@ -185,14 +216,14 @@ def _add_compare_parser(sub: Any) -> None:
     p.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB file (default {DEFAULT_DB})")
     p.add_argument("--audit", action="append", required=True, metavar="ID",
                    help="give it twice: --audit A --audit B")
-    p.add_argument("--cutoff", type=float, help="one cutoff for both (default: A's audited "
-                   "cutoff)")
-    p.add_argument("--k", type=float, help="band width in within-SDs (default: A's setting)")
+    p.add_argument("--cutoff", type=_finite_float, help="one cutoff for both (default: A's "
+                   "audited cutoff)")
+    p.add_argument("--k", type=_band_k, help="band width in within-SDs (default: A's setting)")
     p.add_argument("--capacity", type=float, help="reviewer capacity in manual reviews per req, "
                    "for both")
     p.add_argument("--reps", type=int, default=2000, help="bootstrap replications (default "
                    "2000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--seed", type=_nonneg_int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--format", choices=["text", "md", "json", "html"], default="text")
     p.add_argument("--out", help="write the report to this file instead of stdout")
     p.set_defaults(func=_cmd_compare)
@@ -313,6 +344,9 @@ def _cmd_report(a: argparse.Namespace) -> int:
 
     if a.file and (a.db or a.audit):
         raise AuditError("give either a draws FILE or --db with --audit, not both")
+    if a.top_k is not None and a.of_n is not None and a.top_k > a.of_n:
+        raise AuditError(f"--top {a.top_k} is more than the list it is taken from (--of "
+                         f"{a.of_n}): the recruiter works the top K of N, K at most N")
     if a.file:
         imp = validate_draws(a.file, criteria=a.criteria, clip=a.clip)
         pool = validate_pool(a.pool).pool if a.pool else None
@@ -375,6 +409,9 @@ def _cmd_sample(a: argparse.Namespace) -> int:
     pool = validate_pool(a.pool).pool
     if a.cutoff is None and a.top_k is None:
         raise AuditError("give --cutoff, or --top K for the effective cutoff of a top-K list")
+    if a.cutoff is not None and a.top_k is not None:
+        raise AuditError("give --cutoff or --top K, not both: --top sets the cutoff to the "
+                         "K-th highest pool score")
     cutoff = a.cutoff if a.top_k is None else effective_cutoff(
         pool["first_pass_score"].to_numpy(), a.top_k)
     design = REDUCED_DESIGN if a.reduced else DEFAULT_DESIGN
@@ -382,6 +419,8 @@ def _cmd_sample(a: argparse.Namespace) -> int:
                if getattr(a, k) is not None}
     design = replace(design, **changes)
     frame = stratified_sample(pool, cutoff, a.spread, design, seed=a.seed)
+    # the estimate reads the audit first: a mistyped --audit writes no sample file
+    estimate = _sample_estimate(a, frame.sample, design.runs)
     try:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         # a spreadsheet opens this file: cells that look like formulas are neutralised
@@ -395,7 +434,7 @@ def _cmd_sample(a: argparse.Namespace) -> int:
           f"{c['low']} low) around cutoff {cutoff:g} -> {term_escape(a.out)}")
     print(f"design '{design.name}': {design.runs} runs each; one candidate's SD is known to "
           f"{lo:.2f}x - {hi:.2f}x (95%)")
-    for line in _sample_estimate(a, frame.sample, design.runs):
+    for line in estimate:
         print(term_lines(line))
     for s in frame.shortfalls:
         print(f"shortfall: {term_escape(s)}")

@@ -111,10 +111,16 @@ class _Harness(_Section):
     distinct_request_ids: bool = True
 
 
+#: The bounds an import's criteria get (core.ingest's, kept here so a config load does not
+#: import the file readers; a test holds the two equal).
+MAX_POINTS_CAP = 1e6
+MAX_WEIGHT = 1000.0
+
+
 class _Criterion(_Section):
     name: str = Field(min_length=1)
-    max: float | None = Field(None, gt=0, allow_inf_nan=False)
-    weight: float = 1.0
+    max: float | None = Field(None, gt=0, le=MAX_POINTS_CAP, allow_inf_nan=False)
+    weight: float = Field(1.0, ge=0, le=MAX_WEIGHT, allow_inf_nan=False)
 
 
 #: ``[run]``: the engine's options (their bounds are :class:`RunOptions`' own), the sample and

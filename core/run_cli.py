@@ -147,11 +147,13 @@ def run_run(args: argparse.Namespace) -> int:
     err = sys.stderr
     try:
         cfg = load_config(args.config)
-        if getattr(args, "runs", None) or getattr(args, "concurrency", None):
+        # a given 0 is checked like any other value (it was taken as "not given")
+        runs, concurrency = getattr(args, "runs", None), getattr(args, "concurrency", None)
+        if runs is not None or concurrency is not None:
             from dataclasses import replace
             cfg = replace(cfg, options=replace(
-                cfg.options, runs=args.runs or cfg.options.runs,
-                concurrency=args.concurrency or cfg.options.concurrency))
+                cfg.options, runs=cfg.options.runs if runs is None else runs,
+                concurrency=cfg.options.concurrency if concurrency is None else concurrency))
         sample = cfg.load_sample()
         allow = bool(getattr(args, "allow_code", False))
         if cfg.screener_kind in CODE_KINDS and allow:

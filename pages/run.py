@@ -153,11 +153,14 @@ with tab_run:
                    "default; 30 when the numbers go to counsel or a regulator.")
         k = f"run-{audit_id}"
         c1, c2, c3 = st.columns(3)
-        runs = c1.number_input("Runs per candidate", min_value=2, max_value=100, step=1,
-                               value=int(settings.get("runs") or 15), key=f"{k}-runs",
-                               disabled=active)
+        # the runner's bounds (core.run.options): an audit saved from a config with
+        # runs = 200 opens here as it is (a max of 100 made the page fail)
+        runs = c1.number_input("Runs per candidate", min_value=2, max_value=1000, step=1,
+                               value=min(max(int(settings.get("runs") or 15), 2), 1000),
+                               key=f"{k}-runs", disabled=active)
         conc = c2.number_input("Calls in flight", min_value=1, max_value=256, step=1,
-                               value=int(settings.get("concurrency") or 8), key=f"{k}-conc",
+                               value=min(max(int(settings.get("concurrency") or 8), 1), 256),
+                               key=f"{k}-conc",
                                disabled=active)
         seed = c3.number_input("Seed (call order)", min_value=0, step=1,
                                value=int(settings.get("seed") or 0), key=f"{k}-seed",

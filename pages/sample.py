@@ -99,7 +99,7 @@ if len(candidates):
     if settings.get("cutoff") is not None:
         zones_t = float(settings.get("cutoff"))
         if settings.get("top_k"):
-            zones_t = effective_cutoff(scores, int(settings["top_k"]))
+            zones_t = effective_cutoff(scores, min(int(settings["top_k"]), len(scores)))
         st.plotly_chart(charts.pool_histogram(scores, zones_t), width="stretch",
                         key="saved-hist")
     redraw_key = f"redraw-{audit_id}"
@@ -129,8 +129,9 @@ with c1:
         top_k = None
     else:
         top_k = st.number_input("The recruiter works the top k", min_value=1,
-                                max_value=len(scores), value=int(settings.get("top_k")
-                                                                 or min(40, len(scores))),
+                                max_value=len(scores),
+                                # a top k saved for a larger pool is the whole pool
+                                value=min(int(settings.get("top_k") or 40), len(scores)),
                                 step=1, key=f"{k}-topk")
         cutoff = effective_cutoff(scores, int(top_k))
         st.caption(f"Effective cutoff {cutoff:g} (the {ordinal(int(top_k))} highest of "

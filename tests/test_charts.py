@@ -77,3 +77,18 @@ def test_strip_plot_is_svg_for_a_demo_sized_audit_and_webgl_for_a_large_one():
                           np.zeros(k, bool), 70.0, None, max_candidates=200)
         kinds = {tr.type for tr in fig.data}
         assert kinds == ({"scatter"} if k * n <= SVG_MAX_POINTS else {"scattergl"}), (k, n)
+
+
+def test_flip_curve_axes_share_their_zero_and_the_right_axis_reads_in_percent(demo):
+    """Issue 9: the right axis had ticks like 0.0098 and its zero sat above the left one, so
+    the dotted line dipped below zero. Both axes start at 0 (zeros on one line), the right one
+    reads in whole percent, and no point of either line lies outside its axis."""
+    curve = demo.live.flip_curve(np.arange(60, 96, 1.0))
+    fig = charts.flip_curve_chart(curve, 78.0)
+    left, right = fig.layout.yaxis, fig.layout.yaxis2
+    assert left.range[0] == 0 and right.range[0] == 0
+    assert right.overlaying == "y" and right.tickformat == ".0%"
+    flips, disagreement = fig.data
+    assert disagreement.yaxis == "y2" and disagreement.line.shape in ("vh", "hv")
+    assert 0 <= min(disagreement.y) and max(disagreement.y) <= right.range[1]
+    assert 0 <= min(flips.y) and max(flips.y) <= left.range[1]

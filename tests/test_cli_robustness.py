@@ -21,7 +21,7 @@ import pytest
 
 from tests.support import FIXTURES, ROOT
 
-COMMANDS = ["import", "report", "sample", "demo", "audits", "run", "drift"]
+COMMANDS = ["import", "report", "sample", "demo", "audits", "compare", "run", "drift"]
 
 
 def _long_csv(path: Path, totals: dict[str, list[float]]) -> Path:
@@ -110,6 +110,8 @@ def _cases(f: dict[str, Path]) -> list[list[str]]:
         ["report", str(f["tworuns"]), "--format", "html", "--out", str(f["dir"] / "r.html")],
         ["report", "--db", db, "--audit", demo, "--cutoff", "-1e300", "--capacity", "0"],
         ["report", "--db", db, "--audit", demo, "--top", "100000"],
+        ["report", "--db", db, "--audit", demo, "--k", "1e308"],
+        ["report", "--db", db, "--audit", demo, "--top", "5", "--of", "3"],
         # sample
         ["sample"],
         ["sample", str(f["pool"]), "--spread", "0", "--cutoff", "70", "--out", "x.csv"],
@@ -126,6 +128,20 @@ def _cases(f: dict[str, Path]) -> list[list[str]]:
          "--out", str(f["dir"] / "s1.csv")],
         ["sample", str(f["dir"] / "missing.csv"), "--spread", "3", "--cutoff", "70",
          "--out", "x.csv"],
+        ["sample", str(f["pool"]), "--spread", "3", "--cutoff", "70", "--seed", "-1",
+         "--out", str(f["dir"] / "s2.csv")],
+        ["sample", str(f["pool"]), "--spread", "3", "--cutoff", "70", "--runs", "1000000000",
+         "--out", str(f["dir"] / "s3.csv")],
+        ["sample", str(f["pool"]), "--spread", "3", "--cutoff", "70", "--top", "4",
+         "--out", str(f["dir"] / "s4.csv")],
+        # compare
+        ["compare", "--db", db, "--audit", demo],
+        ["compare", "--db", db, "--audit", demo, "--audit", "typo"],
+        ["compare", "--db", db, "--audit", demo, "--audit", demo + "-v2", "--seed", "-1"],
+        ["compare", "--db", db, "--audit", demo, "--audit", demo + "-v2", "--reps", "0"],
+        ["compare", "--db", db, "--audit", demo, "--audit", demo + "-v2", "--k", "1e308"],
+        ["compare", "--db", db, "--audit", demo, "--audit", demo + "-v2", "--cutoff", "nan"],
+        ["compare", "--db", str(f["notdb"]), "--audit", "a", "--audit", "b"],
         # demo
         ["demo", "--db", under_file],
         ["demo", "--db", str(f["dir"])],
@@ -156,6 +172,8 @@ def _cases(f: dict[str, Path]) -> list[list[str]]:
         ["drift", str(FIXTURES / "drift_small.csv"), "--reps", "0", "--db", str(f["notdb"]),
          "--screener", "s"],
         ["drift", str(FIXTURES / "empty.csv")],
+        ["drift", str(FIXTURES / "drift_small.csv"), "--seed", "-1"],
+        ["drift", str(FIXTURES / "drift_small.csv"), "--reps", "100000000"],
     ]
 
 
@@ -302,3 +320,39 @@ def test_stored_nan_cutoff_is_named_and_a_given_cutoff_overrides_it(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
     r = _run(["report", "--db", str(db), "--audit", "N", "--cutoff", "8"], tmp_path)
     assert r.returncode == 0 and "FLIP RATE AT CUTOFF 8 " in r.stdout
+
+
+def test_a_sample_for_a_mistyped_audit_writes_no_file(files, tmp_path):
+    out = tmp_path / "sample.csv"
+    r = _run(["sample", str(files["pool"]), "--spread", "3", "--cutoff", "70", "--db",
+              str(files["db"]), "--audit", "typo", "--out", str(out)], tmp_path)
+    assert r.returncode == 2 and "no audit 'typo'" in r.stderr
+    assert not out.exists()
+
+
+def test_absurd_band_width_and_a_top_k_beyond_its_list_are_refused_by_name(files, tmp_path):
+    db, demo = str(files["db"]), "demo-ENG-2291"
+    r = _run(["report", "--db", db, "--audit", demo, "--k", "1e308"], tmp_path)
+    assert r.returncode == 2 and "--k" in r.stderr and "at most 10" in r.stderr
+    assert "no within-candidate spread" not in r.stdout + r.stderr
+    r = _run(["report", "--db", db, "--audit", demo, "--top", "5", "--of", "3"], tmp_path)
+    assert r.returncode == 2 and "--top 5" in r.stderr and "--of 3" in r.stderr
+    assert r.stdout == ""
+
+
+def test_an_empty_audit_id_is_refused_and_creates_nothing(tmp_path):
+    db = tmp_path / "e.duckdb"
+    r = _run(["import", str(FIXTURES / "draws_long.csv"), "--db", str(db), "--audit", " "],
+             tmp_path)
+    assert r.returncode == 2 and "--audit" in r.stderr and "needs a name" in r.stderr
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("option", ["--runs", "--concurrency"])
+def test_a_zero_run_override_is_refused_not_ignored(tmp_path, option):
+    """``run --runs 0`` printed the config's 15-run estimate as if the option were absent."""
+    r = _run(["run", "--config", str(ROOT / "examples" / "audit.toml"), "--db",
+              str(tmp_path / "z.duckdb"), "--estimate", option, "0"], tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert option.lstrip("-") in r.stderr and "got 0" in r.stderr
+    assert "estimate:" not in r.stderr + r.stdout

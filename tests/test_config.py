@@ -168,3 +168,21 @@ def test_a_prompt_template_outside_the_config_folder_is_refused(tmp_path):
     cfg = parse_config(OPENAI + 'prompt_template = "../prompt.txt"\n', base_dir=tmp_path)
     with pytest.raises(InputError, match="prompt_template"):
         cfg.build_screener()
+
+
+@pytest.mark.parametrize("line", ["weight = nan", "weight = inf", "weight = -1",
+                                  "weight = 5000", "max = 1e9"])
+def test_a_non_finite_negative_or_absurd_weight_or_maximum_in_a_config_is_refused(line):
+    """As an import's --criteria is (core.ingest): a NaN weight was stored in the freeze sheet
+    and the report then counted the criterion as if its weight were 1."""
+    field = line.split()[0]
+    toml = MINIMAL.replace('max = 10\n', 'max = 10\n' + line + '\n') if field == "weight" \
+        else MINIMAL.replace("max = 10", line)
+    with pytest.raises(InputError, match=rf"criteria 'skills'.*{field}"):
+        parse_config(toml)
+
+
+def test_the_configs_criteria_bounds_are_the_imports():
+    from core import config, ingest
+    assert (config.MAX_POINTS_CAP, config.MAX_WEIGHT) == (ingest.MAX_POINTS_CAP,
+                                                          ingest.MAX_WEIGHT)

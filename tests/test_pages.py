@@ -429,3 +429,118 @@ def test_a_negative_noise_share_reads_negative_with_its_explanation(db):
     b_share = dict(zip(table["criterion"], table["share of the total's noise"]))["b"]
     assert b_share.startswith("−") and b_share != "−0%", b_share
     assert any("b:" in _plain(c.value) and "negative share" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("where", ["view", "settings"])
+def test_a_band_width_beyond_the_slider_from_a_received_database_still_opens_band(db, where):
+    """A database from elsewhere (or an older version, or ``report --k 7`` saved as a
+    setting) holding k = 10: the Band page opens with k at the slider's end instead of
+    failing with a redacted error."""
+    from core.demo import ensure_demo
+    store = Store(db)
+    ensure_demo(store)
+    if where == "view":
+        store.set_view(DEMO_AUDIT_ID, {"mode": "score", "cutoff": 78.0, "top_k": None,
+                                       "of_n": None, "k": 10.0, "override_on": False,
+                                       "override": None, "capacity": 5.0, "apps": 410.0})
+    else:
+        store.update_settings(DEMO_AUDIT_ID, {"k": 10.0})
+    store.close()
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "band")
+    assert at.slider(key="w_k").value == 4.0
+    v = analyze(_store(at), DEMO_AUDIT_ID).view(78.0, 4.0)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Manual-review band"] == f"{pts(v.band.low)} – {pts(v.band.high)}"
+
+
+def test_the_band_report_downloads_have_distinct_labels_naming_their_format(app):
+    """Issue 9: at 800 px the four buttons all read "Download …"; each label now says what it
+    gives, and no two are alike (so none depends on its cut-off tail)."""
+    at = _open(app, "band")
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert len(labels) == 4 and len(set(labels)) == 4, labels
+    for label, word in zip(labels, ("Text", "Markdown", "JSON", "HTML")):
+        assert label.startswith(word) and not label.startswith("Download"), label
+
+
+def test_the_flip_page_names_the_configured_cutoff_without_jargon(app):
+    """Issue 9: "the config field reads 70" is jargon for a manager; the page says what the
+    screener's settings say, by score and by top k."""
+    at = _open(app, "flip")
+    texts = [c.value for c in at.caption]
+    assert any("the screener's settings say 70" in t for t in texts)
+    at.radio(key="w_mode").set_value("top-k").run()
+    texts += [c.value for c in at.caption]
+    assert any("best applicant in the pool" in t for t in texts)
+    page_text = " ".join(texts + [m.value for m in at.markdown] + [i.value for i in at.info])
+    assert "config field" not in page_text
+
+
+def test_a_stored_top_k_beyond_the_pool_is_the_whole_pool_not_the_inputs_minimum(db):
+    """A view saved with top 1,000 for a pool now of 410 (the pool replaced since, or a
+    database from elsewhere): the input showed 1 (its minimum), the cutoff was the best
+    applicant's score and the caption spoke of "the 1,000th best applicant". Now the input,
+    the caption and the cutoff all use the whole pool."""
+    from core.demo import ensure_demo
+    store = Store(db)
+    ensure_demo(store)
+    store.set_view(DEMO_AUDIT_ID, {"mode": "top-k", "cutoff": 78.0, "top_k": 1000,
+                                   "of_n": 410, "k": 2.0, "override_on": False,
+                                   "override": None, "capacity": 40.0, "apps": 410.0})
+    pool = store.get_pool(DEMO_AUDIT_ID)["first_pass_score"]
+    store.close()
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "flip")
+    assert at.number_input(key="w_top_k").value == len(pool) == 410
+    assert _live(at)["cutoff"] == f"{pool.min():g}"
+    assert not any("1,000th" in c.value for c in at.caption)
+
+
+def test_a_link_to_an_audit_this_database_lacks_says_so_and_names_what_is_shown(db):
+    """A colleague's link ?audit=… opened on a database without that audit: the page said
+    nothing and showed the demo as if it were the linked audit."""
+    at = _app_on(db, "eng-9999-theirs")
+    warned = [_plain(w.value) for w in at.warning if "The link names the audit" in w.value]
+    assert warned and "'eng-9999-theirs'" in warned[0] and DEMO_AUDIT_ID in warned[0]
+    assert at.query_params["audit"] == [DEMO_AUDIT_ID] or \
+        at.query_params["audit"] == DEMO_AUDIT_ID
+    # a link to an audit it holds says nothing of the kind
+    at = _app_on(db, DEMO_AUDIT_ID)
+    assert not any("The link names the audit" in w.value for w in at.warning)
+
+
+def test_an_audit_saved_from_a_config_with_200_runs_opens_on_the_run_page(db, tmp_path):
+    """`run --estimate` on a config with runs = 200 (the runner allows up to 1,000): the Run
+    page failed with a redacted error (its input stopped at 100)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    cfg = tmp_path / "audit.toml"
+    shutil.copy(ROOT / "examples" / "sample.csv", tmp_path / "sample.csv")
+    cfg.write_text((ROOT / "examples" / "audit.toml").read_text()
+                   .replace("runs = 15 ", "runs = 200 "))
+    res = subprocess.run([sys.executable, "-m", "core", "run", "--config", str(cfg), "--db",
+                          str(db), "--estimate"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    at = _open(_app_on(db, "eng-2291-sim"), "run")
+    assert at.number_input(key="run-eng-2291-sim-runs").value == 200
+    assert any(m.label == "Calls to make" and m.value == "2,400" for m in at.metric)
+
+
+def test_a_saved_top_k_beyond_the_pool_opens_the_sample_page_on_the_whole_pool(db):
+    """A top k saved for a larger pool (the pool replaced since): the Sample page failed with
+    a redacted error, both over the saved sample's histogram and in the sample form."""
+    from core.demo import ensure_demo
+    from core.freeze import FreezeSheet
+    store = Store(db)
+    ensure_demo(store)
+    store.update_settings(DEMO_AUDIT_ID, {"top_k": 1000})
+    sheet = FreezeSheet(req_id="nk", side_effect_free=True, result_cache_off=True)
+    store.save_audit("no-sample", sheet.to_dict(), sheet.hash, {"top_k": 1000, "cutoff": 70})
+    store.set_pool("no-sample", store.get_pool(DEMO_AUDIT_ID))
+    store.close()
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "sample")      # the saved sample's histogram
+    assert any("candidates" in s.value for s in at.success)
+    at = _open(_app_on(db, "no-sample"), "sample")        # the form
+    assert at.number_input(key="smp-no-sample-topk").value == 410

@@ -172,3 +172,20 @@ def test_user_text_in_charts_is_escaped():
                              np.array([1.5, 3.5]), np.array([False, False]), 2.5)
     shown = {str(v) for tr in fig.data for v in tr.customdata}
     assert "&lt;a href=&#x27;x&#x27;&gt;c1&lt;/a&gt;" in shown and not any("<a" in v for v in shown)
+
+
+def test_a_newline_or_pipe_in_a_name_forges_no_heading_or_column_in_markdown():
+    """Issue 12 point 8: a criterion named "skill\\n## NOT ESTABLISHED…" (or a candidate id with
+    a newline) must not start a line of its own in the Markdown report, and a pipe must not
+    split a table row."""
+    forged = "skill\n## NOT ESTABLISHED BY THIS REPORT: nothing"
+    data = {f"c{i}\n## FORGED": {forged: [i, i + 1, i + 3, i + 2], "b|c": [i, i, i + 1, i + 2]}
+            for i in range(8)}
+    md = render(analyze_frames(long_frame(data), settings=Settings(cutoff=4)), "md")
+    lines = md.splitlines()
+    assert not any(line.startswith("## FORGED") for line in lines)
+    assert not any(line.startswith("## NOT ESTABLISHED") for line in lines)
+    assert sum(line.startswith("## ") for line in lines) == sum(
+        line.startswith("## ") for line in render(_evil_result(), "md").splitlines())
+    rows = [line for line in lines if line.startswith("| b")]
+    assert rows and all(r.startswith("| b\\|c |") for r in rows), rows

@@ -260,6 +260,10 @@ def switch_audit(audit_id: str, page: str | None = None) -> None:
     st.rerun()
 
 
+#: The Band page's k slider (pages/band.py): a stored k outside it (a database from elsewhere,
+#: a saved ``--k 7``) is drawn at the nearest end, never handed to the slider as it is.
+K_RANGE = (0.5, 4.0)
+
 #: The live values kept per audit in the store (a reload or a shared link shows the same view).
 VIEW_KEYS = ("mode", "cutoff", "top_k", "of_n", "k", "override_on", "override", "capacity", "apps")
 
@@ -288,6 +292,11 @@ def live_settings(audit_id: str, result: AuditResult | None = None) -> dict[str,
         for name in VIEW_KEYS:
             if name in stored and _valid_view_value(name, stored[name]):
                 live[name] = stored[name]
+        live["k"] = float(min(max(live["k"], K_RANGE[0]), K_RANGE[1]))
+        # a top k stored for a larger pool (the pool replaced since, a received database)
+        # is the whole pool: the Flip page's input would show its minimum, the caption the k
+        if live["top_k"] is not None and result.pool_size:
+            live["top_k"] = int(min(max(int(live["top_k"]), 1), int(result.pool_size)))
     return live
 
 
@@ -471,6 +480,12 @@ def sidebar(store: Store, pages: dict[str, Any] | None = None) -> str | None:
         st.query_params[URL_AUDIT] = audit_id
     ss[LAST_URL_AUDIT] = audit_id if (from_url is not None or audit_id != _default_audit(ids)) \
         else None
+    if from_url is not None and from_url not in ids and audit_id is not None:
+        # a shared link to an audit this database does not hold: say so, never show another
+        # audit as if it were the linked one (in the page: at 800 px the sidebar is closed)
+        named = from_url if len(from_url) <= 80 else from_url[:80] + "…"
+        st.warning(md_escape(f"The link names the audit '{named}', which is not in this "
+                             f"database ({store.path}); showing '{audit_id}' instead."))
     with st.sidebar:
         if pages:
             link_args = {"query_params": {URL_AUDIT: audit_id}} if audit_id else {}

@@ -18,7 +18,11 @@ from core.drift.result import drift_result_json, format_drift_markdown, format_d
 from core.errors import AuditError
 from core.format import term_lines
 
-__all__ = ["add_drift_parser", "run_drift"]
+__all__ = ["add_drift_parser", "run_drift", "MAX_REPS"]
+
+#: Wild bootstrap replications the command accepts (as ``compare``'s bootstrap): more only
+#: spends minutes for a p-value that no longer moves.
+MAX_REPS = 100_000
 
 
 def add_drift_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -42,7 +46,7 @@ def add_drift_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--covariance", choices=["full", "diagonal"], default="full",
                    help="stage 1 sampling covariance carried into stage 2 (default full)")
     p.add_argument("--reps", type=int, default=999, help="wild bootstrap replications (999)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (0 or more)")
     p.add_argument("--db", default=None, help="audit database; with --screener, save the result")
     p.add_argument("--screener", default=None,
                    help="screener name under which the result is saved (needs --db)")
@@ -59,8 +63,10 @@ def run_drift(args: argparse.Namespace) -> int:
         if (args.db is None) != (args.screener is None):
             raise AuditError("--db and --screener go together: pass both to save the result, "
                              "or neither")
-        if args.reps < 0:
-            raise AuditError("--reps must be 0 or more")
+        if not 0 <= args.reps <= MAX_REPS:
+            raise AuditError(f"--reps must be from 0 to {MAX_REPS:,}; got {args.reps}")
+        if args.seed < 0:
+            raise AuditError(f"--seed must be 0 or more; got {args.seed}")
         panel = read_panel(args.panel)
         name = str(args.panel).replace("\\", "/").rsplit("/", 1)[-1]
         analysis = analyse_drift(panel, deployments=args.deployments, reference=args.reference,

@@ -186,6 +186,14 @@ def test_run_survives_page_switch_and_reload_then_resumes(server, page):
     stopped = int(re.search(r"draws (\d+) of",
                             page.locator(".st-key-run-state").inner_text()).group(1))
     assert 0 < stopped < 240
+    # one source of truth: the run state, the guard panel and the sidebar give the same count
+    # (issue 9: "progress 27/600, 'Calls stored 12', sidebar '0 evaluations'")
+    # (a call cancelled by the stop is stored as a failed call, never a draw)
+    def metric(label: str) -> int:
+        text = page.locator('[data-testid="stMetric"]', has_text=label).inner_text()
+        return int(text.split()[-1].replace(",", ""))
+    assert metric("Calls stored") == stopped + metric("Failed or unparsed calls")
+    assert f"{stopped} evaluations stored" in _sidebar_text(page)
     page.get_by_role("button", name="Resume the run").click()
     page.wait_for_function(
         "() => /Every candidate has its 6 runs \\(240 draws\\)/.test(document.querySelector('[data-testid=\"stMain\"]').innerText)",
