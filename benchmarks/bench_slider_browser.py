@@ -375,6 +375,8 @@ def main() -> None:
     ap.add_argument("--profile", type=Path, default=None, metavar="OUT.md",
                     help="instead: split each kind of answer on the demo into server and "
                          "browser time (websocket frames and long tasks) and write OUT.md")
+    ap.add_argument("--out", type=Path,
+                    default=ROOT / "benchmarks" / "results" / "slider_browser.md", help="where to write the table (A/B runs: somewhere else than the record)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
     if args.profile is not None:
@@ -422,7 +424,7 @@ def main() -> None:
             browser.close()
     finally:
         srv.stop()
-    out = ROOT / "benchmarks" / "results" / "slider_browser.md"
+    out = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     cpu = platform.processor() or platform.machine()
     lines = [
