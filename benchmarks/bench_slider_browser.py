@@ -443,7 +443,8 @@ def main() -> None:
         "",
         "Each sample: one keyboard press on the flip page's cutoff slider → the page shows the "
         "live numbers for the new cutoff (fragment rerun on the server: LiveAudit view, flip "
-        "table, strip plot of ≤ 200 candidates, flip curve; deltas; render). "
+        "table, strip plot of ≤ 200 candidates; deltas; render; the flip curve is outside the "
+        "fragment). "
         f"{args.moves} moves per audit, ±1 point, 0.3 s apart.",
         "",
         "| audit | moves | median (ms) | p95 (ms) | min (ms) | max (ms) | first page load (ms) |",
