@@ -120,8 +120,10 @@ def _idle_after(page, t0: float) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
-def measure_switches(page, n: int) -> list[float]:
-    """Click a sidebar link → the new page's h1 and an idle script."""
+def measure_switches(page, n: int, per_page: dict[str, list[float]] | None = None
+                     ) -> list[float]:
+    """Click a sidebar link → the new page's h1 and an idle script (``per_page``: the same
+    times by the page switched to)."""
     times = []
     for i in range(n):
         link, title = SWITCH_ORDER[i % len(SWITCH_ORDER)]
@@ -136,6 +138,8 @@ def measure_switches(page, n: int) -> list[float]:
             page.wait_for_url(re.compile(r"/run\b"))
             time.sleep(0.05)
         times.append(_idle_after(page, t0))
+        if per_page is not None:
+            per_page.setdefault(link, []).append(times[-1])
         time.sleep(0.3)
     return times
 
@@ -375,6 +379,8 @@ def main() -> None:
     ap.add_argument("--profile", type=Path, default=None, metavar="OUT.md",
                     help="instead: split each kind of answer on the demo into server and "
                          "browser time (websocket frames and long tasks) and write OUT.md")
+    ap.add_argument("--out", type=Path,
+                    default=ROOT / "benchmarks" / "results" / "slider_browser.md", help="where to write the table (A/B runs: somewhere else than the record)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
     if args.profile is not None:
@@ -411,7 +417,8 @@ def main() -> None:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(120_000)
             open_page(page, srv, "?audit=demo-ENG-2291")
-            switches = np.array(measure_switches(page, args.switches))
+            per_page: dict[str, list[float]] = {}
+            switches = np.array(measure_switches(page, args.switches, per_page))
             print(f"page switch: median {np.median(switches):.0f} ms, p95 "
                   f"{np.percentile(switches, 95):.0f} ms", flush=True)
             widgets = {k: np.array(v) for k, v in measure_widgets(page, args.answers).items()}
@@ -422,7 +429,7 @@ def main() -> None:
             browser.close()
     finally:
         srv.stop()
-    out = ROOT / "benchmarks" / "results" / "slider_browser.md"
+    out = args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     cpu = platform.processor() or platform.machine()
     lines = [
@@ -436,7 +443,8 @@ def main() -> None:
         "",
         "Each sample: one keyboard press on the flip page's cutoff slider → the page shows the "
         "live numbers for the new cutoff (fragment rerun on the server: LiveAudit view, flip "
-        "table, strip plot of ≤ 200 candidates, flip curve; deltas; render). "
+        "table, strip plot of ≤ 200 candidates; deltas; render; the flip curve is outside the "
+        "fragment). "
         f"{args.moves} moves per audit, ±1 point, 0.3 s apart.",
         "",
         "| audit | moves | median (ms) | p95 (ms) | min (ms) | max (ms) | first page load (ms) |",
@@ -455,6 +463,10 @@ def main() -> None:
               "|---|---:|---:|---:|---:|---:|",
               _row("page switch (sidebar link)", switches)]
     lines += [_row(label, arr) for label, arr in widgets.items()]
+    lines += ["", "Page switches by the page switched to:", "",
+              "| to | samples | median (ms) | p95 (ms) | min (ms) | max (ms) |",
+              "|---|---:|---:|---:|---:|---:|"]
+    lines += [_row(link, np.array(v)) for link, v in per_page.items()]
     out.write_text("\n".join(lines) + "\n")
     print(out.read_text())
 

@@ -156,6 +156,9 @@ def test_band_page_k_slider_capacity_and_report(app):
     # said once, not "This is a normal approximation. normal approximation: …"
     notes = [c.value for c in at.caption if "normal approximation" in c.value.lower()]
     assert len(notes) == 1 and notes[0].lower().count("normal approximation") == 1
+    # the report preview is rendered only while its expander is open (the user opens it)
+    assert not any("NOT ESTABLISHED BY THIS REPORT" in c.value for c in at.code)
+    at.session_state["report-preview"] = True
     at.slider(key="w_k").set_value(1.0).run()
     v1 = result.view(78.0, 1.0)
     metrics = {m.label: m.value for m in at.metric}
@@ -544,3 +547,16 @@ def test_a_saved_top_k_beyond_the_pool_opens_the_sample_page_on_the_whole_pool(d
     assert any("candidates" in s.value for s in at.success)
     at = _open(_app_on(db, "no-sample"), "sample")        # the form
     assert at.number_input(key="smp-no-sample-topk").value == 410
+
+
+def test_the_view_is_written_off_the_widget_answer_and_the_latest_one_wins(db):
+    """A widget's callback queues the view (no file write in the answer); the writer thread
+    stores the latest one, and a new session reads it even before it is written."""
+    from ui import state
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "band")
+    at.slider(key="w_k").set_value(2.4).run()
+    at.slider(key="w_k").set_value(2.6).run()
+    assert not at.exception
+    assert state.VIEW_WRITER.flush(10.0)
+    assert state.VIEW_WRITER.pending(str(_store(at).path), DEMO_AUDIT_ID) is None
+    assert _store(at).get_view(DEMO_AUDIT_ID)["k"] == 2.6

@@ -19,8 +19,10 @@ Cached resources:
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -285,7 +287,8 @@ def live_settings(audit_id: str, result: AuditResult | None = None) -> dict[str,
         live["apps"] = s.applications_per_req or (float(result.pool_size)
                                                   if result.pool_size else None)
         try:
-            stored = get_store().get_view(audit_id)
+            store = get_store()
+            stored = VIEW_WRITER.pending(store.path, audit_id) or store.get_view(audit_id)
         except Exception as exc:  # the view is a convenience: never stop a page for it
             _log.warning("could not read the view of %s: %s", audit_id, exc)
             stored = {}
@@ -317,15 +320,71 @@ def _sync(audit_id: str, name: str, wkey: str) -> None:
     remember_view(audit_id)
 
 
+class _ViewWriter:
+    """Stores page views in a background thread, the latest per (file, audit) only.
+
+    Why: a widget's callback runs before its rerun, so a write there (a transaction and a
+    checkpoint of the file: 3 ms on a quiet machine, 100–300 ms measured while the browser and
+    other work share the cores) delayed every widget answer. The view is a convenience
+    (``get_view`` is read once, when a session first shows an audit), so it is written a moment
+    later, and :meth:`pending` lets a session of this process read a view not yet written.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queued: dict[tuple[str, str], tuple[Store, dict[str, Any]]] = {}
+        self._wake = threading.Condition(self._lock)
+        self._busy = False
+        self._thread: threading.Thread | None = None
+
+    def put(self, store: Store, audit_id: str, view: dict[str, Any]) -> None:
+        with self._lock:
+            self._queued[(store.path, audit_id)] = (store, dict(view))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="view-writer",
+                                                daemon=True)
+                self._thread.start()
+            self._wake.notify_all()
+
+    def pending(self, path: str, audit_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            item = self._queued.get((path, audit_id))
+            return None if item is None else dict(item[1])
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued view is written (tests; the process's exit)."""
+        with self._lock:
+            return self._wake.wait_for(lambda: not self._queued and not self._busy, timeout)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                self._wake.wait_for(lambda: bool(self._queued))
+                (path, audit_id), (store, view) = next(iter(self._queued.items()))
+                self._busy = True
+            try:
+                store.set_view(audit_id, view)
+            except Exception as exc:  # a read-only or full disk: only the memory is lost
+                _log.warning("could not store the view of %s: %s", audit_id, exc)
+            with self._lock:
+                # a newer view queued meanwhile stays queued (it is written next)
+                if self._queued.get((path, audit_id), (None, None))[1] == view:
+                    del self._queued[(path, audit_id)]
+                self._busy = False
+                self._wake.notify_all()
+
+
+VIEW_WRITER = _ViewWriter()
+atexit.register(VIEW_WRITER.flush, 5.0)
+
+
 def remember_view(audit_id: str) -> None:
-    """Store the live values of ``audit_id`` (failures to write only cost the memory)."""
+    """Store the live values of ``audit_id``, off the widget's answer (:class:`_ViewWriter`);
+    failures to write only cost the memory of the view."""
     live = st.session_state.get(LIVE, {}).get(audit_id)
     if not live:
         return
-    try:
-        get_store().set_view(audit_id, {n: live[n] for n in VIEW_KEYS})
-    except Exception as exc:  # a read-only or full disk: only the memory of the view is lost
-        _log.warning("could not store the view of %s: %s", audit_id, exc)
+    VIEW_WRITER.put(get_store(), audit_id, {n: live[n] for n in VIEW_KEYS})
 
 
 def bind(audit_id: str, name: str) -> dict[str, Any]:

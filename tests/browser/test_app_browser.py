@@ -139,7 +139,8 @@ def test_upload_draws_then_criteria_shows_them(server, page, tmp_path):
     text = main.inner_text()
     assert "12 candidates" in text and "60 evaluations" in text
     # the criteria table (a canvas grid) exposes its cells to assistive tech as a table
-    grid = page.locator('[data-testid="stDataFrame"]').first.text_content()
+    # (it fills its cells after the script is idle: wait for them)
+    grid = _grid_text(page.locator('[data-testid="stDataFrame"]').first)
     assert "clarity" in grid
     # user text is never markup: the criterion name shows literally, no <b> element appears
     assert "depth<b>x</b>" in text or "depth<b>x</b>" in grid

@@ -88,3 +88,31 @@ def test_band_downloads_carry_the_k_just_moved(server, page):
         k.press("ArrowLeft")
         k.press("ArrowLeft")
         wait_idle(page, settle=1.0)
+
+
+def test_band_report_preview_is_drawn_when_opened_and_follows_k(server, page):
+    """The preview is rendered only while its expander is open: closed, the page carries no
+    report text; opened, it shows the report for the k on the page, and a k move updates it."""
+    open_page(page, server, "band")
+    main = page.locator('[data-testid="stMain"]')
+    assert "NOT ESTABLISHED BY THIS REPORT" not in main.inner_text()
+    page.get_by_text("Report preview (plain text)").click()
+    page.wait_for_function("() => document.querySelector('[data-testid=\"stMain\"]')"
+                           ".innerText.includes('NOT ESTABLISHED BY THIS REPORT')")
+    wait_idle(page)
+    code = main.locator('[data-testid="stCode"]', has_text="FLIP RATE AT CUTOFF")
+    assert "k = 2" in code.inner_text()
+    k = page.locator('[data-testid="stSlider"]', has_text="Band width k") \
+        .locator('input[type="range"]')
+    k.focus()
+    k.press("ArrowRight")
+    try:
+        page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stCode\"]')]"
+                               ".some(e => e.innerText.includes('k = 2.1'))")
+    finally:
+        wait_idle(page, settle=1.0)
+        k.focus()
+        k.press("ArrowLeft")
+        wait_idle(page, settle=1.0)
+        page.get_by_text("Report preview (plain text)").click()
+        wait_idle(page)
