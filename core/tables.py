@@ -25,7 +25,9 @@ bounds apply before reading.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,12 +35,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import numpy as np
-
 from core.errors import AuditError, InputError
 from core.format import term_escape
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 __all__ = ["read_table", "file_sha256", "numeric_column", "require_columns", "FORMATS",
@@ -63,7 +64,7 @@ def _env_number(name: str, default: float) -> float:
     except ValueError:
         raise InputError(f"the environment variable {name} must be a number, not {raw!r}"
                          ) from None
-    if not np.isfinite(v) or v <= 0:
+    if not math.isfinite(v) or v <= 0:
         raise InputError(f"the environment variable {name} must be a positive number")
     return v
 
@@ -99,7 +100,7 @@ class Limits:
         ncols = _env_number("AUDIT_MAX_COLUMNS", d.max_columns)
         for what, v in (("max file size (MB)", mb), ("max rows", rows),
                         ("max line length (KB)", kb)):
-            if not np.isfinite(v) or v <= 0:
+            if not math.isfinite(v) or v <= 0:
                 raise InputError(f"the {what} must be a positive number, not {v!r}")
         return replace(d, max_bytes=int(mb * (1 << 20)), max_rows=int(rows),
                        max_line_bytes=int(kb * 1024), max_columns=int(ncols))
@@ -292,6 +293,7 @@ def scan_text(path: Path, display: str, limits: Limits, fmt: str) -> Scan:
     prev_cr = False
     mixed: int | None = None
     digit_us = False
+    cur_blank = True       # the current line so far holds nothing but '\r'
     with open(path, "rb") as fh:
         while True:
             chunk = fh.read(_CHUNK)
@@ -308,62 +310,53 @@ def scan_text(path: Path, display: str, limits: Limits, fmt: str) -> Scan:
                 at = line_no + chunk.count(b"\n", 0, nul)
                 raise InputError(f"holds binary data (a NUL byte on line {at}): this is not a "
                                  f"{fmt.upper()} text file", file=display)
-            arr = np.frombuffer(chunk, dtype=np.uint8)
+            cap = limits.max_line_bytes
             if not controls:
-                low = arr < 32
-                controls = bool(np.any(low & (arr != 9) & (arr != 10) & (arr != 13))
-                                or np.any(arr == 127))
+                controls = bool(chunk.translate(None, _NOT_CONTROL))
             if not quoted_or_tab:
                 quoted_or_tab = b'"' in chunk or b"\t" in chunk
             if not digit_us:
-                digit_us = _digit_underscore(arr)
-            nl = np.flatnonzero(arr == 10)
-            starts = np.concatenate(([0], nl + 1))
-            ends = np.concatenate((nl, [len(chunk)]))
-            lengths = ends - starts
-            lengths[0] += cur_len
-            # a line of only '\r' (CRLF files) is blank too
-            complete = lengths[:-1] if len(nl) else lengths[:0]
-            if len(complete):
-                longest = int(complete.max())
-                if longest > limits.max_line_bytes:
-                    at = line_no + int(np.argmax(complete > limits.max_line_bytes))
-                    raise InputError(f"line {at} is longer than {_mb(limits.max_line_bytes)} "
-                                     "(the line-length cap, AUDIT_MAX_LINE_KB / --max-line-kb)",
-                                     file=display)
-                empty = complete <= 1
-                if empty.any():
-                    idx = np.flatnonzero(empty)
-                    for i in idx[:100000]:
-                        s = int(starts[i])
-                        text = chunk[s:int(ends[i])] if i else chunk[:int(ends[i])]
-                        if text.strip(b"\r") == b"" and (i or cur_len == 0):
-                            blank.append(line_no + int(i))
-                nonblank = np.flatnonzero(~empty)
-                if len(nonblank):
-                    last_nonblank = line_no + int(nonblank[-1])
-            tail = int(lengths[-1])
-            if tail > limits.max_line_bytes:
-                raise InputError(f"line {line_no + len(nl)} is longer than "
-                                 f"{_mb(limits.max_line_bytes)} (the line-length cap, "
-                                 "AUDIT_MAX_LINE_KB / --max-line-kb)", file=display)
+                digit_us = _digit_underscore(chunk)
+            n_nl = chunk.count(b"\n")
+            has_cr = b"\r" in chunk
+            first_nl = chunk.find(b"\n")
+            last_nl = chunk.rfind(b"\n")
+            if n_nl:
+                # the first line may have begun in the chunk before (cur_len bytes)
+                if cur_len + first_nl > cap:
+                    _too_long(line_no, cap, display)
+                at = _long_line_at(chunk, first_nl + 1, last_nl, cap)
+                if at is not None:
+                    _too_long(line_no + chunk.count(b"\n", 0, at), cap, display)
+                head_blank = cur_blank and not chunk[:first_nl].strip(b"\r")
+                if head_blank:
+                    blank.append(line_no)
+                blank.extend(_blank_lines(chunk, first_nl, line_no, 100000, has_cr))
+                # the last complete line that is not blank
+                k, i = line_no + n_nl - 1, len(blank) - 1
+                while i >= 0 and blank[i] == k:
+                    k, i = k - 1, i - 1
+                if k >= line_no:
+                    last_nonblank = k
+                tail = len(chunk) - last_nl - 1
+                cur_blank = not chunk[last_nl + 1:].strip(b"\r")
+            else:
+                tail = cur_len + len(chunk)
+                cur_blank = cur_blank and not chunk.strip(b"\r")
+            if tail > cap:
+                _too_long(line_no + n_nl, cap, display)
             if line_no == 1 and not header:
-                cut = chunk.find(b"\n")
-                header = chunk[:cut if cut >= 0 else min(len(chunk), 1 << 16)]
+                header = chunk[:first_nl if first_nl >= 0 else min(len(chunk), 1 << 16)]
                 if header.endswith(b"\r"):
                     newline = "\r\n"
-            if fmt == "csv" and len(nl):
+            if fmt == "csv" and n_nl and mixed is None:
                 # DuckDB's reader needs one line ending; a file that mixes them is named
-                crlf = np.zeros(len(nl), dtype=bool)
-                inside = nl > 0
-                crlf[inside] = arr[nl[inside] - 1] == 13
-                if not inside[0] and prev_cr:
-                    crlf[0] = True
-                other = np.flatnonzero(crlf != (newline == "\r\n"))
-                if len(other) and mixed is None:
-                    mixed = line_no + int(other[0])   # (or a line break inside quotes)
+                crlf = (chunk.count(b"\r\n") if has_cr else 0) + (
+                    1 if prev_cr and first_nl == 0 else 0)
+                if crlf != (n_nl if newline == "\r\n" else 0):
+                    mixed = _first_other_ending(chunk, line_no, prev_cr, newline == "\r\n")
             prev_cr = chunk.endswith(b"\r")
-            line_no += len(nl)
+            line_no += n_nl
             cur_len = tail
             if line_no - 1 > limits.max_rows + 1 + len(blank):
                 raise InputError(f"has more than {limits.max_rows:,} rows (the row cap, "
@@ -375,16 +368,70 @@ def scan_text(path: Path, display: str, limits: Limits, fmt: str) -> Scan:
                  quoted_or_tab, mixed, digit_us)
 
 
-def _digit_underscore(arr: np.ndarray) -> bool:
+#: every byte but the control bytes (below 32 other than tab, LF, CR; and DEL)
+_NOT_CONTROL = bytes([9, 10, 13, *range(32, 127), *range(128, 256)])
+#: digits mapped to '0', to find '0_0'
+_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_BLANK_RE = re.compile(rb"\n\r*(?=\n)")
+
+
+def _too_long(line: int, cap: int, display: str) -> None:
+    raise InputError(f"line {line} is longer than {_mb(cap)} (the line-length cap, "
+                     "AUDIT_MAX_LINE_KB / --max-line-kb)", file=display)
+
+
+def _long_line_at(chunk: bytes, start: int, end: int, cap: int) -> int | None:
+    """Offset of the first line in ``chunk[start:end]`` (whole lines, ``end`` the last
+    newline) longer than ``cap`` bytes, or None. A line from ``pos`` is longer exactly when
+    no newline lies within its first ``cap + 1`` bytes; every shorter line is stepped over
+    at once (the last newline in that window), so a chunk takes about len/cap searches."""
+    pos = start
+    while end - pos > cap:
+        q = chunk.rfind(b"\n", pos, pos + cap + 1)
+        if q < 0:
+            return pos
+        pos = q + 1
+    return None
+
+
+def _blank_lines(chunk: bytes, first_nl: int, line_no: int, most: int,
+                 has_cr: bool = True) -> list[int]:
+    """Line numbers of the blank lines (nothing or only '\r') that start after the chunk's
+    first newline (``line_no`` is the chunk's first line). Rare: a quick test first."""
+    if b"\n\n" not in chunk and not (has_cr and b"\n\r" in chunk):
+        return []
+    out: list[int] = []
+    seen, at = 0, line_no
+    for m in _BLANK_RE.finditer(chunk, first_nl):
+        at += chunk.count(b"\n", seen, m.start() + 1)
+        seen = m.start() + 1
+        out.append(at)
+        if len(out) >= most:
+            break
+    return out
+
+
+def _first_other_ending(chunk: bytes, line_no: int, prev_cr: bool, crlf: bool) -> int:
+    """The first line of the chunk whose ending differs from the header's (``crlf``)."""
+    pos, line = 0, line_no
+    while True:
+        q = chunk.find(b"\n", pos)
+        if q < 0:
+            return line
+        is_crlf = chunk[q - 1:q] == b"\r" if q else prev_cr
+        if is_crlf != crlf:
+            return line
+        pos, line = q + 1, line + 1
+
+
+def _digit_underscore(chunk: bytes) -> bool:
     """A '_' with a digit on each side in a chunk (or a '_' at its edge: the neighbour is in
     another chunk, so say yes and let the caller take the careful path)."""
-    at = np.flatnonzero(arr == 95)
-    if not len(at):
+    if b"_" not in chunk:
         return False
-    if at[0] == 0 or at[-1] == len(arr) - 1:
+    if chunk[:1] == b"_" or chunk[-1:] == b"_":
         return True
-    before, after = arr[at - 1], arr[at + 1]
-    return bool(np.any((before >= 48) & (before <= 57) & (after >= 48) & (after <= 57)))
+    return b"0_0" in chunk.translate(_DIGITS)
 
 
 # ----------------------------------------------------------------------------- pandas helpers
@@ -424,6 +471,7 @@ def numeric_column(df: pd.DataFrame, column: str, display: str, *,
     A value that is not a finite number (text, empty, ``inf``, ``nan``, a boolean) is rejected
     with its 1-based data row and the column name.
     """
+    import numpy as np
     import pandas as pd
 
     raw = df[column]

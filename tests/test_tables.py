@@ -260,3 +260,61 @@ def test_column_cap_from_the_environment(monkeypatch):
     monkeypatch.setenv("AUDIT_MAX_COLUMNS", "10")
     with pytest.raises(InputError, match=r"over the 10-column cap \(AUDIT_MAX_COLUMNS\)"):
         validate_draws(_wide(20), name="wide.csv")
+
+
+# ----------------------------------------------------------------------------- the byte scan
+def _reference_scan(data: bytes, cap: int):
+    """What scan_text must find, computed the slow and obvious way on the whole file."""
+    parts = data.split(b"\n")
+    complete, tail = parts[:-1], parts[-1]
+    for i, line in enumerate(parts, start=1):
+        if len(line) > cap:
+            return ("too long", i)
+    blank = [i for i, line in enumerate(complete, start=1) if not line.strip(b"\r")]
+    nonblank = [i for i, line in enumerate(complete, start=1) if line.strip(b"\r")]
+    last = len(parts) if tail else (nonblank[-1] if nonblank else 0)
+    crlf_header = bool(complete) and complete[0].endswith(b"\r")
+    mixed = next((i for i, line in enumerate(complete, start=1)
+                  if line.endswith(b"\r") != crlf_header), None)
+    controls = any(b < 32 and b not in (9, 10, 13) or b == 127 for b in data)
+    digit_us = any(data[i] == 95 and chr(data[i - 1]).isdigit() and chr(data[i + 1]).isdigit()
+                   for i in range(1, len(data) - 1))
+    return ("ok", [b for b in blank if b < last], mixed, controls,
+            b'"' in data or b"\t" in data, digit_us)
+
+
+_PIECES = [b"a", b"7", b"_", b"\n", b"\r\n", b"\r", b",", b'"', b"\t", b"\x01", b"\x7f", b"xyz",
+           b"12", b"\n\n", b"\r\n\r\n"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_byte_scan_finds_what_the_whole_file_holds_at_any_chunk_size(seed, monkeypatch,
+                                                                         tmp_path):
+    """Blank lines, the first line over the cap, mixed line endings, control bytes and a '_'
+    between digits are found wherever they fall against the chunk boundaries."""
+    import random
+
+    import core.tables as tables
+
+    rng = random.Random(seed)
+    path = tmp_path / "f.csv"
+    for _ in range(400):
+        data = (b"h,a\r\n" if rng.random() < 0.5 else b"h,a\n") + b"".join(
+            rng.choice(_PIECES) for _ in range(rng.randint(0, 40)))
+        cap = rng.choice([5, 9, 1000])
+        # (chunks hold the header line whole, as the real 8 MB chunks do under the line cap)
+        monkeypatch.setattr(tables, "_CHUNK", rng.choice([6, 7, 9, 13, 64, 1 << 16]))
+        path.write_bytes(data)
+        want = _reference_scan(data, cap)
+        try:
+            got = tables.scan_text(path, "f.csv", Limits.from_env(max_line_kb=cap / 1024),
+                                   "csv")
+        except InputError as exc:
+            assert want[0] == "too long", (data, exc)
+            assert f"line {want[1]} is longer" in str(exc), (data, str(exc), want)
+            continue
+        assert want[0] == "ok", (data, want)
+        assert (got.blank_lines, got.mixed_endings, got.controls, got.quoted_or_tab) == \
+            want[1:5], (data, tables._CHUNK)
+        # (a '_' at a chunk's edge is reported too: the careful path is taken then)
+        assert got.digit_underscore or not want[5], data
