@@ -519,7 +519,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown command {args.command}")
         return int(handler(args))
     except AuditError as exc:
-        print(f"error: {term_escape(exc)}", file=sys.stderr)
+        # a file with several faults (report FILE, sample POOL): every one listed, as import
+        # does, never only the first
+        lines = exc.lines() if callable(getattr(exc, "lines", None)) else [str(exc)]
+        for line in lines:
+            print(f"error: {term_escape(line)}", file=sys.stderr)
+        total = getattr(exc, "total", 1)
+        if isinstance(total, int) and total > 1:
+            print(f"error: {total:,} faults in all; fix them in the file", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)

@@ -209,7 +209,8 @@ def test_every_subcommand_answers_bad_input_with_one_line(files, tmp_path):
             problem = f"exit {r.returncode}"
         elif r.returncode == 2:
             errors = [line for line in err.splitlines() if "error:" in line]
-            if len(errors) != 1:
+            # one line; or, for a file with several faults, one per fault and their count
+            if len(errors) != 1 and not (len(errors) > 2 and "faults in all" in errors[-1]):
                 problem = f"{len(errors)} error lines"
         elif r.returncode == 0 and args[0] == "report" and "--format" in args and \
                 args[args.index("--format") + 1] == "json" and "--out" not in args:
@@ -228,10 +229,15 @@ def test_degenerate_files_give_numbers_or_withheld(files, tmp_path, name, fmt):
     r = _run(["report", str(files[name]), "--pool", str(files["pool"]), "--capacity", "0",
               "--format", fmt], tmp_path)
     if name in ("huge", "big") and r.returncode == 2:
-        # an import may refuse implausible scores: then one line naming the row and column
-        assert ("row" in r.stderr or "line" in r.stderr) and "column" in r.stderr
+        # an import may refuse implausible scores: then one line per fault naming its row
+        # and column (and, for several, their count)
+        lines = r.stderr.strip().splitlines()
         assert "Traceback" not in r.stderr
-        assert len(r.stderr.strip().splitlines()) == 1
+        if len(lines) > 1:
+            assert "faults in all" in lines[-1]
+            lines = lines[:-1]
+        lines = [x for x in lines if "more fault(s) not listed" not in x]   # over the cap
+        assert all(("row" in x or "line" in x) and "column" in x for x in lines), lines
         return
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "Warning" not in r.stderr
@@ -356,3 +362,29 @@ def test_a_zero_run_override_is_refused_not_ignored(tmp_path, option):
     assert r.returncode == 2, r.stderr
     assert option.lstrip("-") in r.stderr and "got 0" in r.stderr
     assert "estimate:" not in r.stderr + r.stdout
+
+
+def test_report_and_sample_list_every_fault_of_a_file_as_import_does(tmp_path):
+    """Issue 9: "list every fault … in the upload panel and on the CLI". `report FILE` and
+    `sample POOL` named only the first fault and a count of the rest."""
+    draws = tmp_path / "five.csv"
+    draws.write_text("candidate_id,run,criterion,score\n"
+                     "a,1,total,50\na,2,total,abc\n"          # line 3: not a number
+                     "b,1,total,1e400\nb,2,total,60\n"         # line 4: overflow
+                     "b,2,total,61\n"                          # line 6: duplicate
+                     "c,1,total,70\n"                          # line 7: one run
+                     "=cmd,1,total,40\n=cmd,2,total,41\n")     # lines 8-9: formula-like id
+    r = _run(["report", str(draws)], tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == ""
+    for where in ("line 3, column 'score'", "line 4, column 'score'",
+                  "line 6, column 'criterion'", "line 7, column 'run'",
+                  "line 8, column 'candidate_id'", "line 9, column 'candidate_id'"):
+        assert where in r.stderr, where
+    assert "6 faults in all" in r.stderr
+    pool = tmp_path / "pool.csv"
+    pool.write_text("candidate_id,first_pass_score\na,1\na,2\nb,x\n")
+    r = _run(["sample", str(pool), "--spread", "3", "--cutoff", "2", "--out",
+              str(tmp_path / "s.csv")], tmp_path)
+    assert r.returncode == 2 and "line 3, column 'candidate_id'" in r.stderr
+    assert "line 4, column 'first_pass_score'" in r.stderr and "2 faults in all" in r.stderr
+    assert not (tmp_path / "s.csv").exists()
