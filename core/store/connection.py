@@ -26,6 +26,7 @@ import itertools
 import os
 import random
 import re
+import tempfile
 import threading
 import time
 from datetime import datetime, timezone
@@ -143,8 +144,12 @@ class _Attachments:
     def con(self) -> duckdb.DuckDBPyConnection:
         with self._lock:
             if self._con is None:
+                # spills (a large check under the memory limit) go to the system's temporary
+                # folder, not to a '.tmp' in whatever folder the user started from
                 self._con = duckdb.connect(":memory:", config={
-                    "memory_limit": f"{MEMORY_LIMIT_MB}MB"})
+                    "memory_limit": f"{MEMORY_LIMIT_MB}MB",
+                    "temp_directory": os.path.join(tempfile.gettempdir(),
+                                                   f"screening-audit-{os.getpid()}")})
                 self._con.execute("SET enable_progress_bar = false")
             return self._con
 
