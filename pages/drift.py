@@ -25,6 +25,7 @@ from core.drift.result import drift_result_json, reaudit_overdue
 from core.drift.severity import default_reference
 from core.errors import AuditError
 from core.format import decimals, md_escape, p_equals, pct, readable
+from ui.faults import show_faults
 from ui.state import active_audit, get_store
 
 # ---------------------------------------------------------------- session-state keys (local)
@@ -189,7 +190,7 @@ name, sha, data = (st.session_state[K_PANEL_NAME], st.session_state[K_PANEL_SHA]
 try:
     panel = _panel(sha, name, data)
 except AuditError as exc:
-    st.error(md_escape(exc))
+    show_faults(exc, action="analysed", key="panel")
     st.stop()
 
 st.text(f"Panel: {name} — {len(panel):,} ratings, {panel['batch'].nunique()} batches, "

@@ -19,9 +19,7 @@ from core.estimate import audit_estimate
 from core.format import md_escape, money, num, seconds
 from core.guards import cache_verdict_of, model_populations_of
 from core.ingest import (
-    FileFaults,
     commit_draws,
-    faults_frame,
     ranges_frame,
     target_criteria,
     validate_draws,
@@ -31,6 +29,7 @@ from core.invalid import invalid_answers
 from core.run.options import PriceTable
 from ui import run_forms as forms
 from ui import screener_form, state
+from ui.faults import show_faults
 
 state.init_state()
 store = state.get_store()
@@ -285,20 +284,7 @@ with tab_run:
         _guard_panel()
 
 # ----------------------------------------------------------------------------- upload
-def _show_faults(exc: AuditError) -> None:
-    """Every fault of a rejected file (or its one-line reason); nothing was stored."""
-    with st.container(key="import-error"):
-        if isinstance(exc, FileFaults):
-            st.error(md_escape(f"The file was not imported, and nothing was stored: "
-                               f"{num(exc.total)} fault(s) in {exc.file}. Fix them in the "
-                               "export and upload it again."))
-            st.dataframe(faults_frame(exc), hide_index=True, width="stretch",
-                         key="import-faults")
-            if exc.hidden:
-                st.caption(f"… and {num(exc.hidden)} more fault(s) not listed (the first "
-                           f"{len(exc.faults)} are shown).")
-        else:
-            st.error(md_escape(f"The file was not imported, and nothing was stored: {exc}"))
+
 
 
 with tab_upload:
@@ -352,7 +338,7 @@ with tab_upload:
                 imp = validate_draws(upload, name=upload.name, criteria=crit, clip=clip)
             except AuditError as exc:
                 st.session_state[state.PENDING_DRAWS] = None
-                _show_faults(exc)
+                show_faults(exc)
             else:
                 st.session_state[state.PENDING_DRAWS] = (sig, imp)
         if imp is not None:

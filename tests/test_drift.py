@@ -34,6 +34,7 @@ from core.drift.severity import (
 )
 from core.drift.trend import category_trends, deployment_contrasts, monthly_trend, trend_design
 from core.errors import IdentificationError, InputError
+from core.tables import FileFaults
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -68,14 +69,16 @@ def test_read_panel_fixture_parses_dates_and_scores():
 def test_bad_date_rejected_with_row_and_column():
     with pytest.raises(InputError) as e:
         read_panel(FIX / "drift_bad_date.csv")
-    assert e.value.row == 5 and e.value.column == "batch"
+    # data row 5 is the spreadsheet's line 6 (the header is line 1)
+    assert e.value.row == 6 and e.value.column == "batch"
+    assert "line 6" in str(e.value)
     assert "drift_bad_date.csv" in str(e.value) and "2026-13-45" in str(e.value)
 
 
 def test_non_finite_score_rejected_with_row_and_column():
     with pytest.raises(InputError) as e:
         read_panel(FIX / "drift_bad_score.csv")
-    assert e.value.row == 7 and e.value.column == "score"
+    assert e.value.row == 8 and e.value.column == "score"
     assert "drift_bad_score.csv" in str(e.value)
 
 
@@ -92,7 +95,21 @@ def test_missing_column_named():
 def test_empty_rater_rejected_with_row():
     with pytest.raises(InputError) as e:
         read_panel(b"batch,rater,score\n2026-01-01,A,1\n2026-01-02,,2\n", name="x.csv")
-    assert e.value.row == 2 and e.value.column == "rater"
+    assert e.value.row == 3 and e.value.column == "rater"
+
+
+def test_a_panel_with_several_faults_lists_every_one_by_spreadsheet_line():
+    """Issue 9: every fault (not the first only), each with the line a spreadsheet shows
+    (blank lines counted), the column and the value."""
+    data = (b"batch,rater,score\n2026-01-01,A,1\n\nnotadate,A,2\n2026-01-08,,3\n"
+            b"2026-01-08,B,x\n2026-01-15,B,inf\n2026-01-15,C,1e400\n")
+    with pytest.raises(FileFaults) as e:
+        read_panel(data, name="panel.csv")
+    got = [(f.line, f.column, f.value) for f in e.value.faults]
+    assert got == [(4, "batch", "notadate"), (5, "rater", None), (6, "score", "x"),
+                   (7, "score", "inf"), (8, "score", "1e400")]
+    assert e.value.total == 5
+    assert all("panel.csv, line" in line for line in e.value.lines())
 
 
 def test_jsonl_panel_reads():

@@ -59,8 +59,9 @@ def test_text_output(capsys):
     assert "reference rater: A" in text and "re-audit by" in text and "LR test" in text
 
 
-@pytest.mark.parametrize("fixture,row,column", [("drift_bad_date.csv", 5, "batch"),
-                                                ("drift_bad_score.csv", 7, "score")])
+# (the line a spreadsheet shows: data row 5 is line 6)
+@pytest.mark.parametrize("fixture,row,column", [("drift_bad_date.csv", 6, "batch"),
+                                                ("drift_bad_score.csv", 8, "score")])
 def test_bad_row_exit_2_with_one_line_naming_file_row_column(capsys, fixture, row, column):
     code = run(["drift", str(FIX / fixture), "--format", "json"])
     assert code == 2
@@ -68,7 +69,18 @@ def test_bad_row_exit_2_with_one_line_naming_file_row_column(capsys, fixture, ro
     assert captured.out == ""
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1
-    assert fixture in lines[0] and f"row {row}" in lines[0] and f"column '{column}'" in lines[0]
+    assert fixture in lines[0] and f"line {row}" in lines[0] and f"column '{column}'" in lines[0]
+
+
+def test_a_panel_with_several_faults_prints_one_line_per_fault(capsys, tmp_path):
+    panel = tmp_path / "panel.csv"
+    panel.write_text("batch,rater,score\nnotadate,A,1\n2026-01-08,,2\n2026-01-08,B,inf\n")
+    assert run(["drift", str(panel)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert [e.split(": ", 2)[1] for e in err[:3]] == [
+        "panel.csv, line 2, column 'batch'", "panel.csv, line 3, column 'rater'",
+        "panel.csv, line 4, column 'score'"]
+    assert err[-1] == "error: 3 faults in all; nothing was analysed"
 
 
 def test_disconnected_panel_exit_2_names_groups(capsys):

@@ -55,7 +55,10 @@ def test_page_shows_input_errors_without_traceback():
     assert not at.exception
     assert len(at.error) == 1
     msg = at.error[0].value
-    assert "bad" in msg and "row 2" in msg and "score" in msg
+    assert "bad" in msg and "nothing was stored" in msg
+    # every fault in a table, by the line a spreadsheet shows (data row 2 is line 3)
+    table = at.dataframe[0].value
+    assert table.iloc[0].tolist()[:3] == ["3", "score", "'x'"]
 
 
 def test_page_outcome_check_with_demo_series():

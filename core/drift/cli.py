@@ -17,6 +17,7 @@ from core.drift.panel import read_panel
 from core.drift.result import drift_result_json, format_drift_markdown, format_drift_text
 from core.errors import AuditError
 from core.format import term_lines
+from core.tables import FileFaults
 
 __all__ = ["add_drift_parser", "run_drift", "MAX_REPS"]
 
@@ -83,7 +84,11 @@ def run_drift(args: argparse.Namespace) -> int:
             finally:
                 store.close()
     except AuditError as exc:
-        print(term_lines(f"error: {exc}"), file=sys.stderr)
+        lines = exc.lines() if isinstance(exc, FileFaults) else [str(exc)]
+        for line in lines:
+            print(term_lines(f"error: {line}"), file=sys.stderr)
+        if isinstance(exc, FileFaults) and exc.total > 1:
+            print(f"error: {exc.total:,} faults in all; nothing was analysed", file=sys.stderr)
         return 2
     if args.format == "json":
         print(json.dumps(result, indent=2, allow_nan=False))

@@ -2,14 +2,14 @@
 
 A panel has one row per rating: ``batch`` (ISO date), ``rater``, ``score`` and optionally
 ``item`` and ``category``. :func:`read_panel` reads CSV / Parquet / JSON Lines (or a DataFrame)
-and :func:`validate_panel` checks it, naming the file, the 1-based row and the column of the
-first bad value. :func:`panel_from_audits` builds a panel from this database's audits.
+and :func:`validate_panel` checks it, listing every bad value with its line (as a spreadsheet
+shows it), column and value. :func:`panel_from_audits` builds a panel from this database's audits.
 :func:`parse_dates` reads the deployment and step dates every stage uses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import date
 from pathlib import Path
 from typing import IO, Any
@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from core.errors import InputError
-from core.tables import numeric_column, read_table, require_columns
+from core.store.files import open_table
+from core.tables import FAULT_CAP, Fault, FileFaults, require_columns, shown_value
 
 __all__ = ["DAYS_PER_MONTH", "DAYS_PER_WEEK", "item_level", "panel_from_audits", "parse_dates",
            "read_panel", "validate_panel"]
@@ -53,7 +54,8 @@ def parse_dates(values: Iterable[Any], *, what: str = "deployments") -> list[pd.
     return sorted(set(out))
 
 
-def validate_panel(df: pd.DataFrame, display: str = "panel") -> pd.DataFrame:
+def validate_panel(df: pd.DataFrame, display: str = "panel", *,
+                   lines: Sequence[int] | None = None, locator: str = "row") -> pd.DataFrame:
     """Check and normalise a ratings panel (SPEC §2).
 
     Parameters
@@ -63,6 +65,9 @@ def validate_panel(df: pd.DataFrame, display: str = "panel") -> pd.DataFrame:
         ``category``; other columns are ignored.
     display : str
         File name used in messages.
+    lines, locator : where each row of ``df`` stands in its file (the line a spreadsheet
+        shows, the header being line 1; or a Parquet row) and the word for it; without them a
+        fault names the 1-based row of ``df``.
 
     Returns
     -------
@@ -73,42 +78,66 @@ def validate_panel(df: pd.DataFrame, display: str = "panel") -> pd.DataFrame:
     Raises
     ------
     InputError
-        Missing columns; a batch that is not an ISO date, an empty rater/item/category or a score
-        that is not a finite number — each with its 1-based data row and the column.
+        Missing columns or no rows.
+    FileFaults
+        Every bad value (up to :data:`~core.tables.FAULT_CAP`, with the count of all): a batch
+        that is not an ISO date, an empty rater / item / category, a score that is not a finite
+        number — each with its line (or row), column and value.
     """
     if df is None or len(df) == 0:
         raise InputError("the panel has no rows", file=display)
     require_columns(df, _REQUIRED, display, "a ratings panel (batch, rater, score)")
+    df = df.reset_index(drop=True)
+    where = np.asarray(lines if lines is not None else np.arange(1, len(df) + 1))
+    faults: list[Fault] = []
+    total = 0
+
+    def refuse(bad: np.ndarray, column: str, message: Callable[[str | None], str]) -> None:
+        nonlocal total
+        idx = np.flatnonzero(bad)
+        total += len(idx)
+        for i in idx[:FAULT_CAP]:
+            v = df[column].iloc[i]
+            value = None if _missing(v) else str(v)
+            faults.append(Fault(display, int(where[i]), column, value, message(value),
+                                locator))
+
     out = pd.DataFrame(index=range(len(df)))
-    raw = df["batch"].reset_index(drop=True)
+    raw = df["batch"]
     if pd.api.types.is_datetime64_any_dtype(raw):
         parsed = pd.to_datetime(raw, errors="coerce")
     else:
         parsed = pd.to_datetime(raw.astype("string").str.strip(), format="ISO8601",
                                 errors="coerce", utc=True)
-    bad = parsed.isna().to_numpy()
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        shown = raw.iloc[i]
-        shown = "empty" if pd.isna(shown) or str(shown).strip() == "" else repr(str(shown))
-        raise InputError(f"{shown} is not an ISO date (YYYY-MM-DD)", file=display, row=i + 1,
-                         column="batch")
+    refuse(parsed.isna().to_numpy(), "batch", lambda v: (
+        "empty is not an ISO date (YYYY-MM-DD)" if v is None or not v.strip() else
+        f"{shown_value(v)} is not an ISO date (YYYY-MM-DD)"))
     if getattr(parsed.dt, "tz", None) is not None:
         parsed = parsed.dt.tz_convert(None)
     out["batch"] = parsed.dt.normalize().astype("datetime64[ns]")
     for col in ("rater", "item", "category"):
         if col not in df.columns:
             continue
-        s = df[col].reset_index(drop=True)
+        s = df[col]
         text = s.astype("string").str.strip()
-        empty = (s.isna() | (text == "")).fillna(True).to_numpy()
-        if empty.any():
-            i = int(np.flatnonzero(empty)[0])
-            raise InputError("is empty; every row needs a value here", file=display,
-                             row=i + 1, column=col)
+        refuse((s.isna() | (text == "")).fillna(True).to_numpy(), col,
+               lambda v: "is empty; every row needs a value here")
         out[col] = text.astype(str).to_numpy()
-    out["score"] = numeric_column(df.reset_index(drop=True), "score", display)
+    score = df["score"]
+    is_bool = score.map(lambda v: isinstance(v, (bool, np.bool_))).to_numpy(dtype=bool)
+    values = pd.to_numeric(score.where(~is_bool, np.nan), errors="coerce").to_numpy(
+        dtype="float64")
+    refuse(~np.isfinite(values) | is_bool, "score", lambda v: (
+        "empty is not a finite number" if v is None or not v.strip() else
+        f"{shown_value(v)} is not a finite number"))
+    if total:
+        raise FileFaults(faults, total)
+    out["score"] = values
     return out.sort_values("batch", kind="stable").reset_index(drop=True)
+
+
+def _missing(v: Any) -> bool:
+    return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and np.isnan(v))
 
 
 def read_panel(source: str | Path | bytes | IO[bytes] | pd.DataFrame, *,
@@ -119,8 +148,9 @@ def read_panel(source: str | Path | bytes | IO[bytes] | pd.DataFrame, *,
     """
     if isinstance(source, pd.DataFrame):
         return validate_panel(source, name or "panel")
-    df, _sha, display = read_table(source, name=name)
-    return validate_panel(df, display)
+    with open_table(source, name=name, what="panel") as t:
+        df, lines = t.as_frame(), t.lines()
+        return validate_panel(df, t.name, lines=lines, locator=t.locator)
 
 
 def panel_from_audits(store: Any, audit_ids: Sequence[str] | None = None) -> pd.DataFrame:

@@ -368,6 +368,10 @@ class FileTable:
                     df[c] = pd.to_numeric(df[c], errors="coerce")
         return df.astype(object).where(df.notna(), np.nan).reset_index(drop=True)
 
+    def lines(self) -> list[int]:
+        """The line (Parquet: row) of each row of :meth:`as_frame`, in the same order."""
+        return [int(r[0]) for r in self._rows("SELECT _line FROM src ORDER BY _line")]
+
     def frame(self, select: str) -> pd.DataFrame:
         """A result of this database as a DataFrame (through Arrow: no per-row objects)."""
         return self.con.sql(select).to_arrow_table().to_pandas()

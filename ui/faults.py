@@ -1,0 +1,36 @@
+"""Every fault of a rejected file, as a page shows it: one line saying nothing was stored, then
+a table of the listed faults (line as a spreadsheet shows it, column, value, problem) and the
+count of the rest. Used by the upload panel (Run) and the ratings panel (Drift)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.errors import AuditError
+from core.format import md_escape, num
+from core.ingest import faults_frame
+from core.tables import FileFaults
+
+__all__ = ["show_faults"]
+
+
+def show_faults(exc: AuditError, *, action: str = "imported", key: str = "import") -> None:
+    """``exc`` in full: a :class:`FileFaults` as a table of every listed fault, anything else
+    as its one-line reason. ``action`` says what did not happen ("imported", "analysed")."""
+    with st.container(key=f"{key}-error"):
+        if isinstance(exc, FileFaults):
+            st.error(md_escape(f"The file was not {action}, and nothing was stored: "
+                               f"{num(exc.total)} fault(s) in {exc.file}. Fix them in the "
+                               "export and upload it again."))
+            table = faults_frame(exc)
+            st.dataframe(table, hide_index=True, width="stretch", key=f"{key}-faults",
+                         column_config={
+                             table.columns[0]: st.column_config.TextColumn(width="small"),
+                             "column": st.column_config.TextColumn(width="small"),
+                             "value": st.column_config.TextColumn(width="small"),
+                             "problem": st.column_config.TextColumn(width="large")})
+            if exc.hidden:
+                st.caption(f"… and {num(exc.hidden)} more fault(s) not listed (the first "
+                           f"{len(exc.faults)} are shown).")
+        else:
+            st.error(md_escape(f"The file was not {action}, and nothing was stored: {exc}"))
