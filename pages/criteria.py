@@ -70,8 +70,11 @@ else:
                    f"{pct(s.dead_tol_frac)} of the criterion's max points; NOISY when the "
                    "within-SD is at least the between-SD; otherwise WORKING.")
         with st.popover("Thresholds"):
+            # (a stored tolerance above the usual 50% — `report --dead-tol`, a received
+            # database — widens the input instead of failing the page or being rewritten)
             tol = st.number_input("DEAD tolerance (% of max points)", min_value=0.0,
-                                  max_value=50.0, value=100 * s.dead_tol_frac, step=1.0,
+                                  max_value=max(50.0, 100 * s.dead_tol_frac),
+                                  value=100 * s.dead_tol_frac, step=1.0,
                                   key=f"dead-tol-{audit_id}",
                                   help="A criterion is DEAD when both its SDs are at most this "
                                        "share of its max points (of its largest score when the "

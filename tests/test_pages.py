@@ -560,3 +560,18 @@ def test_the_view_is_written_off_the_widget_answer_and_the_latest_one_wins(db):
     assert state.VIEW_WRITER.flush(10.0)
     assert state.VIEW_WRITER.pending(str(_store(at).path), DEMO_AUDIT_ID) is None
     assert _store(at).get_view(DEMO_AUDIT_ID)["k"] == 2.6
+
+
+def test_a_dead_tolerance_above_the_usual_range_opens_criteria_and_is_kept(db):
+    """A stored DEAD tolerance of 80% (``report --dead-tol``, a received database): the Criteria
+    page opens with it (the input stopped at 50% and failed the page) and does not rewrite it."""
+    from core.demo import ensure_demo
+    store = Store(db)
+    ensure_demo(store)
+    store.update_settings(DEMO_AUDIT_ID, {"dead_tol_frac": 0.8})
+    store.close()
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "criteria")
+    assert not at.exception
+    assert at.number_input(key=f"dead-tol-{DEMO_AUDIT_ID}").value == 80.0
+    assert any("80%" in c.value for c in at.caption)
+    assert _store(at).get_audit(DEMO_AUDIT_ID)["settings"]["dead_tol_frac"] == 0.8
