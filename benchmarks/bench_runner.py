@@ -1,12 +1,17 @@
 """Runner overhead (SPEC §6): 2,000 calls at concurrency 64 against a local endpoint with fixed
-latency L; wall time against the ideal ⌈calls/c⌉·L, and a sequential loop as the naive baseline.
+latency L; wall time against the ideal ⌈calls/c⌉·L and against raw httpx on the same endpoint,
+and a sequential loop as the naive baseline.
 
-    .venv/bin/python benchmarks/bench_runner.py [--calls 2000] [--concurrency 64] [--latency-ms 50]
+    .venv/bin/python benchmarks/bench_runner.py [--calls 2000] [--concurrency 64]
+        [--latency-ms 50 200 500] [--repeat 3]
 
 The endpoint is tests/fakeserver.py (asyncio streams, HTTP/1.1 keep-alive) in its own process,
 so the server does not share the runner's interpreter. The run goes through the whole engine:
 the http-json adapter, parsing, retries machinery, the batching writer into a DuckDB file.
-Writes a Markdown table to benchmarks/results/runner.md.
+Runner and raw httpx are measured ``--repeat`` times, interleaved (runner, raw, raw, runner, …)
+so that a change in the machine's load hits both; each figure is the median, with the CPU
+seconds of this process (engine, client and writer threads) and of the server process beside
+the wall time, and the load average. Writes a Markdown table to benchmarks/results/runner.md.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import asyncio
 import math
 import os
 import platform
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,6 +52,29 @@ def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     port = int(proc.stdout.readline().strip())
     return proc, f"http://127.0.0.1:{port}"
+
+
+def process_cpu_s() -> float:
+    """CPU seconds (user + system) of this process so far, all threads."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def server_cpu_s(proc: subprocess.Popen) -> float:
+    """CPU seconds of the server process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measured(proc: subprocess.Popen, fn, *args) -> tuple[float, float, float]:
+    """``fn(*args)`` (which returns its wall time) with the CPU seconds of this process and of
+    the server spent meanwhile."""
+    c0, s0 = process_cpu_s(), server_cpu_s(proc)
+    wall = fn(*args)
+    return wall, process_cpu_s() - c0, server_cpu_s(proc) - s0
 
 
 def make_audit(store: Store, audit_id: str, k: int) -> None:
@@ -117,35 +147,56 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--concurrency", type=int, default=64)
-    ap.add_argument("--latency-ms", type=float, nargs="+", default=[50.0, 200.0])
+    ap.add_argument("--latency-ms", type=float, nargs="+", default=[50.0, 200.0, 500.0])
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs of the runner and of raw httpx per latency, interleaved")
     ap.add_argument("--sequential-calls", type=int, default=60)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "runner.md"))
     args = ap.parse_args()
 
     rows = []
     header = ("| calls | c | L (ms) | ideal ⌈calls/c⌉·L (s) | runner wall (s) | vs ideal | "
-              "raw httpx, no engine (s) | sequential loop (s, extrapolated from n) | "
-              "speed-up |")
-    sep = "|---|---|---|---|---|---|---|---|---|"
+              "raw httpx wall (s) | runner vs raw | CPU s runner / raw (client) | "
+              "CPU s server (runner / raw) | load (1 min) | sequential loop (s, extrapolated "
+              "from n) |")
+    sep = "|---|---|---|---|---|---|---|---|---|---|---|---|"
     print(header)
     print(sep)
     for lat in args.latency_ms:
         proc, url = start_server(lat)
+        eng: list[tuple[float, float, float]] = []
+        raw: list[tuple[float, float, float]] = []
+        loads: list[float] = []
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 bench_engine(url, 256, args.concurrency, Path(tmp) / "warm.duckdb")  # warm-up
-                wall = bench_engine(url, args.calls, args.concurrency, Path(tmp) / "b.duckdb")
-            raw = bench_raw_httpx(url, args.calls, args.concurrency)
+                bench_raw_httpx(url, 256, args.concurrency)
+                for i in range(args.repeat):
+                    arms = ["runner", "raw"] if i % 2 == 0 else ["raw", "runner"]
+                    for arm in arms:
+                        loads.append(os.getloadavg()[0])
+                        if arm == "runner":
+                            eng.append(measured(proc, bench_engine, url, args.calls,
+                                                args.concurrency, Path(tmp) / f"b{i}.duckdb"))
+                        else:
+                            raw.append(measured(proc, bench_raw_httpx, url, args.calls,
+                                                args.concurrency))
             seq = bench_sequential(url, args.sequential_calls)
         finally:
             proc.terminate()
             proc.wait(5)
         ideal = math.ceil(args.calls / args.concurrency) * lat / 1000.0
         seq_total = seq / args.sequential_calls * args.calls
+
+        def med(xs: list[tuple[float, float, float]], k: int) -> float:
+            return statistics.median(x[k] for x in xs)
+        wall, raw_wall = med(eng, 0), med(raw, 0)
         row = (f"| {args.calls} | {args.concurrency} | {lat:g} | {ideal:.2f} | {wall:.2f} | "
-               f"{100 * (wall / ideal - 1):+.1f}% | {raw:.2f} ({100 * (raw / ideal - 1):+.0f}%) | "
-               f"{seq_total:.1f} "
-               f"(n={args.sequential_calls}) | {seq_total / wall:.0f}× |")
+               f"{100 * (wall / ideal - 1):+.1f}% | {raw_wall:.2f} "
+               f"({100 * (raw_wall / ideal - 1):+.0f}% vs ideal) | "
+               f"{100 * (wall / raw_wall - 1):+.1f}% | {med(eng, 1):.2f} / {med(raw, 1):.2f} | "
+               f"{med(eng, 2):.2f} / {med(raw, 2):.2f} | {min(loads):.1f}–{max(loads):.1f} | "
+               f"{seq_total:.1f} (n={args.sequential_calls}) |")
         rows.append(row)
         print(row, flush=True)
 
@@ -156,8 +207,11 @@ def main() -> None:
         "",
         f"Machine: {machine}. Endpoint: tests/fakeserver.py in its own process (asyncio, "
         "HTTP/1.1 keep-alive) with fixed latency L. The runner path is the whole engine "
-        "(http-json adapter, parsing, batching writer into a DuckDB file). Target (SPEC §6): "
-        "within 10% of the ideal.",
+        "(http-json adapter, parsing, batching writer into a DuckDB file); raw httpx is the "
+        "same clients and concurrency with no engine. Each wall and CPU figure is the median "
+        f"of {args.repeat} runs, runner and raw interleaved; CPU seconds are user + system of "
+        "the client process (all its threads) and of the server process. Target (SPEC §6): "
+        "within 10% of the ideal and within 10% of raw httpx.",
         "",
         header, sep, *rows, ""])
     out = Path(args.out)

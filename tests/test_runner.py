@@ -30,6 +30,7 @@ from core.run.engine import Runner, plan_pairs
 from core.run.handle import RunHandle, registry
 from core.run.options import PriceTable, RunOptions
 from core.run.status import StopToken
+from core.run.writer import Writer
 from core.screeners.http_json import HttpJsonScreener
 from core.screeners.registry import build_screener
 from core.screeners.simulated import SimulatedScreener
@@ -438,6 +439,51 @@ def test_sigkill_mid_run_then_resume_gives_exactly_n_draws(tmp_path, server):
     assert not wal.exists() or SECRET.encode() not in wal.read_bytes()
     for text in (out1, err1, done.stdout, done.stderr):
         assert SECRET.encode() not in text
+
+
+def _result(i: int) -> tuple[dict, list[dict]]:
+    """One successful call row and its total draw, as the engine hands them to the writer."""
+    rid = f"r{i:04d}"
+    return ({"request_id": rid, "candidate_id": f"c{i:02d}", "run": 1, "attempts": 1,
+             "status": "ok", "raw_payload": "{}", "source": "runner"},
+            [{"candidate_id": f"c{i:02d}", "run": 1, "criterion": "total", "score": 50.0,
+              "request_id": rid, "model": None, "clipped": False}])
+
+
+def _wait_for_calls(store: Store, audit_id: str, n: int, within_s: float = 30.0) -> int:
+    deadline = time.monotonic() + within_s
+    while (got := len(store.load_calls(audit_id))) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return got
+
+
+def test_the_writer_writes_on_its_clock_without_being_asked(store):
+    """What a kill -9 can lose is bounded by flush_s: results are written on the writer's clock,
+    all those waiting in one transaction, with no flush() and no batch_rows reached."""
+    make_audit(store, "w", k=3)
+    writer = Writer(store, "w", batch_rows=1000, flush_s=0.5)
+    try:
+        for i in range(3):
+            writer.put(*_result(i))
+        assert _wait_for_calls(store, "w", 3) == 3
+        assert writer.batches == 1 and writer.error is None
+    finally:
+        writer.close()
+    assert len(store.load_draws("w")) == 3
+
+
+def test_the_writer_wakes_early_when_batch_rows_results_wait(store):
+    make_audit(store, "w", k=12)
+    writer = Writer(store, "w", batch_rows=5, flush_s=60)
+    try:
+        for i in range(12):
+            writer.put(*_result(i))
+        assert _wait_for_calls(store, "w", 10) >= 10     # two full batches, long before 60 s
+        writer.flush()                                   # and flush() writes the rest
+        assert len(store.load_calls("w")) == 12
+        assert writer.batches >= 3                       # never more than 5 in one
+    finally:
+        writer.close()
 
 
 def test_ctrl_c_stops_cleanly_and_the_same_command_resumes(tmp_path, server):

@@ -15,8 +15,8 @@ over the missing ``(candidate, run)`` pairs of an audit:
   ``Idempotency-Key``; retries of a call reuse it; it is the key of the call row).
 * **Order**: rounds of runs, candidates shuffled in each round by a seeded generator, so
   candidates are interleaved and a stopped run leaves every candidate with about as many runs.
-* **One writer**: a thread that batches call and draw rows into the store (every
-  ``batch_rows`` results or ``flush_s`` seconds), each batch one transaction, a call row and its
+* **One writer**: a thread that batches call and draw rows into the store (every ``flush_s``
+  seconds, sooner at ``batch_rows`` results), each batch one transaction, a call row and its
   draws always together.
 * **Resume** fills only the missing pairs (a pair is done when it has a draw). A process killed
   between a call and its write re-does that pair on resume: nothing is duplicated in the store,

@@ -63,6 +63,12 @@ def _derive_seed(seed: int, candidate_id: str, run: int, call_no: int) -> int:
     return int.from_bytes(h[:4], "little") & 0x7FFFFFFF
 
 
+#: The counters of :class:`RunStatus` that calls add to.
+_COUNTERS = ("done", "calls", "errors", "parse_errors", "retries", "cancelled", "cost")
+#: States in which :meth:`Runner.status` reads the counters and the clock afresh.
+_LIVE = ("preflight", "running", "stopping")
+
+
 def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
@@ -107,6 +113,10 @@ class Runner:
         self.until = until
         self._lock = threading.Lock()
         self._status = RunStatus()
+        # the counters of the status, kept apart and read into it by _snapshot (a call adds to
+        # them; building a new RunStatus for each call would cost more than the call's record)
+        self._counts: dict[str, Any] = dict.fromkeys(_COUNTERS, 0)
+        self._counts["cost"] = 0.0
         self._last_emit = 0.0
         self._t0 = time.monotonic()
         self._session_done = 0
@@ -136,24 +146,42 @@ class Runner:
 
     # ------------------------------------------------------------------ status
     def status(self) -> RunStatus:
+        """The status now (while the run works), or as the run left it."""
         with self._lock:
+            if self._status.state in _LIVE:
+                return self._snapshot()
             return self._status
 
+    def _snapshot(self) -> RunStatus:
+        """The counters, the clock and the findings read into the status (under the lock)."""
+        counts = self._counts
+        elapsed = time.monotonic() - self._t0
+        remaining = self._status.total - counts["done"]
+        eta = None
+        if remaining <= 0:
+            eta = 0.0
+        elif self._session_done > 0 and elapsed > 0:
+            eta = remaining * elapsed / self._session_done
+        self._status = replace(
+            self._status, **counts, elapsed_s=elapsed, eta_s=eta,
+            findings=tuple(self._findings), reported_models=tuple(sorted(self._models)),
+            failures=tuple(sorted(self._failures.items(), key=lambda kv: (-kv[1], kv[0]))))
+        return self._status
+
     def _update(self, force: bool = False, **changes: Any) -> None:
-        with self._lock:
-            st = replace(self._status, **changes) if changes else self._status
-            elapsed = time.monotonic() - self._t0
-            remaining = st.total - st.done
-            eta = None
-            if remaining <= 0:
-                eta = 0.0
-            elif self._session_done > 0 and elapsed > 0:
-                eta = remaining * elapsed / self._session_done
-            st = replace(st, elapsed_s=elapsed, eta_s=eta, findings=tuple(self._findings),
-                         reported_models=tuple(sorted(self._models)))
-            self._status = st
+        """Apply ``changes`` to the status; tell ``progress`` (at most ~10 times a second
+        unless ``force``)."""
         now = time.monotonic()
-        if self._progress and (force or now - self._last_emit >= 0.1):
+        emit = self._progress is not None and (force or now - self._last_emit >= 0.1)
+        if not (emit or changes):
+            return
+        with self._lock:
+            for key in [k for k in changes if k in self._counts]:
+                self._counts[key] = changes.pop(key)
+            if changes:
+                self._status = replace(self._status, **changes)
+            st = self._snapshot()
+        if emit and self._progress is not None:
             self._last_emit = now
             self._progress(st)
 
@@ -345,6 +373,7 @@ class Runner:
         if not pairs or self.stop_token.is_set():
             return
         it = iter(pairs)
+        ended: list[bool] = []
         n_workers = max(1, min(int(self.options.concurrency), len(pairs)))
 
         async def worker(client: httpx.AsyncClient | None) -> None:
@@ -352,6 +381,9 @@ class Runner:
                 if self.stop_token.is_set():
                     return
                 await self._do_pair(client, cid, run, preflight)
+            if not ended:          # the last pairs are in flight: write what waits meanwhile
+                ended.append(True)
+                self._writer.write_soon()
 
         # worker i uses client i mod n: each client's pool holds as many connections as the
         # workers that share it, so no request ever waits for a pool slot
@@ -381,7 +413,7 @@ class Runner:
 
     def _count_retry(self) -> None:
         with self._lock:
-            self._status = replace(self._status, retries=self._status.retries + 1)
+            self._counts["retries"] += 1
 
     async def _one_call(self, client: httpx.AsyncClient | None, cid: str, run: int,
                         call_no: int, preflight: bool) -> tuple[bool, bool, str | None]:
@@ -469,34 +501,31 @@ class Runner:
                           "request_id": req.request_id, "model": model,
                           "clipped": bool(parsed.clipped)})
         self._writer.put(call, draws)
-        st_changes: dict[str, Any] = {}
         with self._lock:
-            st = self._status
-            st_changes["calls"] = st.calls + 1
-            st_changes["cost"] = st.cost + (cost or 0.0)
+            counts = self._counts
+            counts["calls"] += 1
+            counts["cost"] += cost or 0.0
             if status == "ok":
-                st_changes["done"] = st.done + 1
+                counts["done"] += 1
                 self._session_done += 1
                 self._done_pairs.add((req.candidate_id, req.run))
                 if model:
                     self._models.add(model)
             elif status == "cancelled":
-                st_changes["cancelled"] = st.cancelled + 1
+                counts["cancelled"] += 1
             else:
                 if status in INVALID_KINDS:
-                    st_changes["parse_errors"] = st.parse_errors + 1
-                st_changes["errors"] = st.errors + 1
+                    counts["parse_errors"] += 1
+                counts["errors"] += 1
                 label = kind or status
                 self._failures[label] = self._failures.get(label, 0) + 1
                 self._pair_failure[(req.candidate_id, req.run)] = label
                 self._example.setdefault(label, payload if payload else (error or ""))
-                st_changes["failures"] = tuple(sorted(self._failures.items(),
-                                                      key=lambda kv: (-kv[1], kv[0])))
             trip = None
             if status != "cancelled":
                 trip = self._breaker.feed(status != "ok", self._failures, self._example)
-            if trip:
-                st_changes["breaker"] = trip
-        self._update(**st_changes)
         if trip:
+            self._update(force=True, breaker=trip)
             self.stop_token.set()
+        else:
+            self._update()

@@ -44,8 +44,10 @@ class RunOptions:
     max_calls_per_pair : int
         Calls (each with its own request id) one pair may use when answers fail or do not parse.
     batch_rows, flush_s : int, float
-        Writer batching: a transaction every ``batch_rows`` results or ``flush_s`` seconds
-        (a killed process re-does at most that much on resume).
+        Writer batching: a transaction every ``flush_s`` seconds holding what arrived since
+        the last one, sooner when ``batch_rows`` results are waiting (a killed process re-does
+        at most the last ``flush_s`` seconds of calls on resume). A batch grows with the call
+        rate because a transaction's cost is mostly fixed (:mod:`core.run.writer`).
     stop_on_finding : bool
         Stop the run at the first non-retried 4xx (e.g. "temperature not supported").
     on_invalid : {"recall", "clip", "keep-as-failed"}
@@ -79,7 +81,7 @@ class RunOptions:
     rpm: float | None = None
     preflight: bool = True
     max_calls_per_pair: int = 3
-    batch_rows: int = 200
+    batch_rows: int = 2000
     flush_s: float = 1.0
     stop_on_finding: bool = True
     on_invalid: str = "recall"

@@ -12,20 +12,37 @@ from core.store.schema import CALL_COLUMNS, DRAW_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
+    import pyarrow as pa
 
 
 #: A draw's request id; imported draws without one share their call's made-up id.
 _REQUEST_ID = "coalesce(request_id, 'import:' || candidate_id || ':' || run)"
 
 
+def _columns(batch: pd.DataFrame | pa.Table, columns: list[str]) -> pd.DataFrame | pa.Table:
+    """``batch`` with exactly ``columns``, in order (a missing one empty), for DuckDB to scan."""
+    if hasattr(batch, "reindex"):  # pandas
+        return batch.reindex(columns=columns)
+    # an Arrow table (pyarrow is loaded already)
+    import pyarrow as pa
+
+    have = set(batch.column_names)
+    return pa.table({c: batch.column(c) if c in have else pa.nulls(batch.num_rows)
+                     for c in columns})
+
+
 class DrawRecords(StoreBase):
     """The calls made (or imported) and the draws they yielded."""
 
     # ------------------------------------------------------------------ calls and draws
-    def write_results(self, audit_id: str, calls: pd.DataFrame | None,
-                      draws: pd.DataFrame | None,
+    def write_results(self, audit_id: str, calls: pd.DataFrame | pa.Table | None,
+                      draws: pd.DataFrame | pa.Table | None,
                       cur: duckdb.DuckDBPyConnection | None = None) -> None:
         """Write a batch of calls and their draws in one transaction (idempotent on keys).
+
+        ``calls`` and ``draws`` are pandas frames or Arrow tables (the runner's writer) with
+        the columns of :data:`CALL_COLUMNS` / :data:`DRAW_COLUMNS` (a missing one is empty;
+        ``audit_id`` is the argument's).
 
         A call already stored (same request id, same pair) and a draw already stored (same
         candidate, run, criterion) are skipped, so a resumed run never stores a draw twice;
@@ -33,15 +50,15 @@ class DrawRecords(StoreBase):
         """
         def _do(c: duckdb.DuckDBPyConnection) -> None:
             if calls is not None and len(calls):
-                c.register("_incoming_calls", calls.assign(audit_id=audit_id)
-                           .reindex(columns=CALL_COLUMNS))
+                c.register("_incoming_calls", _columns(calls, CALL_COLUMNS[1:]))
                 try:
-                    self._refuse_request_id_clashes(c, audit_id, "_incoming_calls")
+                    self._refuse_request_id_clashes(c, audit_id, "_incoming_calls",
+                                                    has_request_id=True)
                     self._insert_new_calls(c, audit_id, "_incoming_calls")
                 finally:
                     c.unregister("_incoming_calls")
             if draws is not None and len(draws):
-                c.register("_incoming_draws", draws.reindex(columns=DRAW_COLUMNS[1:]))
+                c.register("_incoming_draws", _columns(draws, DRAW_COLUMNS[1:]))
                 try:
                     self._insert_new_draws(c, audit_id, "_incoming_draws")
                 finally:
@@ -142,7 +159,7 @@ class DrawRecords(StoreBase):
                                           candidates.first_pass_score)""", [audit_id])
 
     def _refuse_request_id_clashes(self, cur: duckdb.DuckDBPyConnection, audit_id: str,
-                                   relation: str) -> None:
+                                   relation: str, *, has_request_id: bool = False) -> None:
         """A request id already stored for another ``(candidate, run)`` is an error, not a
         silent no-op of ``ON CONFLICT``: the new call's draws would point at another
         candidate's payload. The same id for the same pair is a resume (idempotent).
@@ -152,9 +169,10 @@ class DrawRecords(StoreBase):
         InputError
             Naming the first clashing id, its candidate and run, and the stored ones.
         """
-        names = {r[0] for r in cur.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()}
-        if "request_id" not in names:
-            return
+        if not has_request_id:
+            names = {r[0] for r in cur.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()}
+            if "request_id" not in names:
+                return
         rows = cur.execute(f"""
             SELECT i.request_id, i.candidate_id, i.run, s.candidate_id, s.run,
                    count(*) OVER () AS n
