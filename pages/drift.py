@@ -26,7 +26,7 @@ from core.drift.severity import default_reference
 from core.errors import AuditError
 from core.format import decimals, md_escape, p_equals, pct, readable
 from ui.faults import show_faults
-from ui.state import active_audit, get_store
+from ui.state import active_audit, get_store, init_state
 
 # ---------------------------------------------------------------- session-state keys (local)
 K_PANEL_BYTES = "drift_panel_bytes"
@@ -58,6 +58,7 @@ DEMO_DEPLOYMENTS = "2026-04-12, 2026-07-16, 2026-07-29"
 DEMO_SPLITS = "2026-06-08, 2026-07-15"
 BOOT_REPS, BOOT_SEED = 999, 0
 
+init_state()  # (a first request to /drift is re-routed through app.py and its sidebar)
 for _k, _v in DEFAULTS.items():
     st.session_state.setdefault(_k, _v)
 

@@ -138,6 +138,30 @@ def test_every_page_opens_by_its_own_url_on_a_fresh_server(tmp_path_factory, bro
         srv.stop()
 
 
+@pytest.mark.parametrize("url_path", [u for u in TITLES if u != "freeze"])
+def test_a_first_request_to_any_page_gets_the_apps_sidebar(url_path, tmp_path_factory,
+                                                            browser):
+    """A link opened right after a server start, to any page (not only Freeze): the page comes
+    with the app's own sidebar (the audit picker, the numbered steps), never Streamlit's list
+    of the files in pages/ ('app', 'band', … — what /drift showed, as Drift did not route
+    itself through app.py)."""
+    srv = AppServer(tmp_path_factory.mktemp(f"first-{url_path}"))
+    _build_partial(srv.db)
+    srv.start()
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    try:
+        open_page(page, srv, f"{url_path}?audit={PARTIAL}")
+        assert _active(page) == PARTIAL
+        nav = page.locator('[data-testid="stSidebarNav"] a').all_inner_texts()
+        assert not {"app", "band", "drift"} & {n.strip() for n in nav}, nav
+        sidebar = page.locator('[data-testid="stSidebar"]').inner_text()
+        assert LINKS[url_path] in sidebar
+    finally:
+        context.close()
+        srv.stop()
+
+
 def test_back_takes_one_press_per_page_and_undoes_an_audit_switch(two_audits, page):
     open_page(page, two_audits, "")
     assert _active(page) == DEMO_AUDIT_ID
