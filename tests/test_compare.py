@@ -414,7 +414,7 @@ def test_cli_text_md_html_and_out(demo_db, tmp_path):
     (["--audit", DEMO_AUDIT_ID, "--audit", DEMO_V2_AUDIT_ID, "--reps", "3"], "reps must be"),
     (["--audit", DEMO_AUDIT_ID, "--audit", DEMO_V2_AUDIT_ID, "--capacity", "-5"], "capacity"),
     (["--audit", DEMO_AUDIT_ID, "--audit", DEMO_V2_AUDIT_ID, "--cutoff", "abc"],
-     "argument --cutoff: invalid float value: 'abc'"),
+     "argument --cutoff: not a number: 'abc'"),
     (["--audit", DEMO_AUDIT_ID, "--audit", DEMO_V2_AUDIT_ID, "--format", "pdf"],
      "argument --format: invalid choice"),
     ([], "required: --audit"),

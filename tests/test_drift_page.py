@@ -13,6 +13,14 @@ from core.drift.panel import read_panel
 PAGE = Path(__file__).resolve().parents[1] / "pages" / "drift.py"
 
 
+def _drift_page() -> AppTest:
+    """The Drift page as the router runs it (app.py marks the session routed; a page started
+    alone re-routes itself through app.py, which the browser tests cover)."""
+    at = AppTest.from_file(str(PAGE), default_timeout=60)
+    at.session_state["_routed_by_app"] = True
+    return at
+
+
 def _metric(at: AppTest, label: str) -> str:
     for m in at.metric:
         if m.label == label:
@@ -21,7 +29,7 @@ def _metric(at: AppTest, label: str) -> str:
 
 
 def test_page_loads_demo_panel_and_shows_reference_rater_q_and_reaudit_date():
-    at = AppTest.from_file(str(PAGE), default_timeout=60).run()
+    at = _drift_page().run()
     assert not at.exception
     assert any("Upload a ratings panel" in i.value for i in at.info)
     at.button(key="drift_demo").click().run()
@@ -47,7 +55,7 @@ def test_page_loads_demo_panel_and_shows_reference_rater_q_and_reaudit_date():
 
 
 def test_page_shows_input_errors_without_traceback():
-    at = AppTest.from_file(str(PAGE), default_timeout=60)
+    at = _drift_page()
     at.session_state["drift_panel_bytes"] = b"batch,rater,score\n2026-01-01,A,1\n2026-01-08,A,x\n"
     at.session_state["drift_panel_name"] = "bad.csv"
     at.session_state["drift_panel_sha"] = "bad"
@@ -62,7 +70,7 @@ def test_page_shows_input_errors_without_traceback():
 
 
 def test_page_outcome_check_with_demo_series():
-    at = AppTest.from_file(str(PAGE), default_timeout=60).run()
+    at = _drift_page().run()
     at.button(key="drift_demo").click().run()
     at.button(key="drift_outcome_demo").click().run()
     assert not at.exception and not at.error
@@ -79,7 +87,7 @@ def test_saved_drift_date_is_carried_into_the_audit_report(tmp_path, monkeypatch
 
     db = tmp_path / "audits.duckdb"
     monkeypatch.setenv("AUDIT_DB", str(db))
-    at = AppTest.from_file(str(PAGE), default_timeout=60).run()
+    at = _drift_page().run()
     at.button(key="drift_demo").click().run()
     date = next(w.value for w in at.warning if w.value.startswith("Re-audit overdue since "))
     date = date.split()[3].rstrip(",")
@@ -110,7 +118,7 @@ def test_panel_built_from_the_stored_audits(tmp_path, monkeypatch):
     """'Build from the stored audits' reads this database: the demo audit is one batch scored
     by its one model snapshot, 600 draws over 40 candidates."""
     monkeypatch.setenv("AUDIT_DB", str(tmp_path / "audits.duckdb"))
-    at = AppTest.from_file(str(PAGE), default_timeout=60).run()
+    at = _drift_page().run()
     at.button(key="drift_stored").click().run()
     assert not at.exception
     panel_line = next(t.value for t in at.text if t.value.startswith("Panel: stored audits"))
