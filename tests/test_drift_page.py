@@ -65,8 +65,8 @@ def test_page_shows_input_errors_without_traceback():
     msg = at.error[0].value
     assert "bad" in msg and "nothing was stored" in msg
     # every fault in a table, by the line a spreadsheet shows (data row 2 is line 3)
-    table = at.dataframe[0].value
-    assert table.iloc[0].tolist()[:3] == ["3", "score", "'x'"]
+    table = at.table[0].value
+    assert table.iloc[0].tolist()[:2] == ["3", "score"] and "x" in table.iloc[0, 2]
 
 
 def test_page_outcome_check_with_demo_series():
@@ -125,3 +125,19 @@ def test_panel_built_from_the_stored_audits(tmp_path, monkeypatch):
     assert "1 batches, 1 raters" in panel_line
     assert _metric(at, "Reference rater") == "sim-screener-2026-11-01"
     assert any("One rater only" in i.value for i in at.info)
+
+
+def test_a_fault_table_shows_user_text_literally_never_as_markdown():
+    """The fault table is a static table whose cells are Markdown: a value like a link or bold
+    text is escaped, so it reads as written and nothing in it becomes a link."""
+    at = _drift_page()
+    at.session_state["drift_panel_bytes"] = (b"batch,rater,score\n[x](http://evil.test),A,1\n"
+                                             b"2026-01-08,**B**,oops\n")
+    at.session_state["drift_panel_name"] = "md.csv"
+    at.session_state["drift_panel_sha"] = "md"
+    at.run()
+    assert not at.exception
+    cells = at.table[0].value.astype(str).values.ravel().tolist()
+    from core.format import md_cell
+    assert md_cell("'[x](http://evil.test)'") in cells, cells     # every markup char escaped
+    assert not any("[x](http" in c or "http://" in c for c in cells)

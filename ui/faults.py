@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.errors import AuditError
-from core.format import md_escape, num
+from core.format import md_cell, md_escape, num
 from core.ingest import faults_frame
 from core.tables import FileFaults
 
@@ -22,13 +22,11 @@ def show_faults(exc: AuditError, *, action: str = "imported", key: str = "import
             st.error(md_escape(f"The file was not {action}, and nothing was stored: "
                                f"{num(exc.total)} fault(s) in {exc.file}. Fix them in the "
                                "export and upload it again."))
-            table = faults_frame(exc)
-            st.dataframe(table, hide_index=True, width="stretch", key=f"{key}-faults",
-                         column_config={
-                             table.columns[0]: st.column_config.TextColumn(width="small"),
-                             "column": st.column_config.TextColumn(width="small"),
-                             "value": st.column_config.TextColumn(width="small"),
-                             "problem": st.column_config.TextColumn(width="large")})
+            # a static table: the problem text wraps instead of being cut at the cell's edge
+            # (its cells are Markdown, so every value is escaped: user text stays literal)
+            table = faults_frame(exc).map(md_cell)
+            table.columns = [md_cell(c) for c in table.columns]
+            st.table(table, hide_index=True)
             if exc.hidden:
                 st.caption(f"… and {num(exc.hidden)} more fault(s) not listed (the first "
                            f"{len(exc.faults)} are shown).")
