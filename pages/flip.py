@@ -64,6 +64,8 @@ def flip_panel() -> None:
         else:
             if live["top_k"] is None:
                 live["top_k"] = min(40, len(engine.pool))
+            # a pool replaced by a smaller one in this session: the top k is the whole pool
+            live["top_k"] = int(min(max(int(live["top_k"]), 1), len(engine.pool)))
             if live["of_n"] is None:
                 live["of_n"] = len(engine.pool)
             c1, c2 = st.columns(2)

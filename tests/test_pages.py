@@ -575,3 +575,22 @@ def test_a_dead_tolerance_above_the_usual_range_opens_criteria_and_is_kept(db):
     assert at.number_input(key=f"dead-tol-{DEMO_AUDIT_ID}").value == 80.0
     assert any("80%" in c.value for c in at.caption)
     assert _store(at).get_audit(DEMO_AUDIT_ID)["settings"]["dead_tol_frac"] == 0.8
+
+
+def test_a_pool_replaced_by_a_smaller_one_in_the_same_session_clamps_the_top_k(db):
+    """The recruiter set top 300 on Flip, then a colleague (or the Sample page) replaced the
+    pool with one of 100 applicants: the same session's Flip page works the whole new pool."""
+    from core.demo import ensure_demo
+    store = Store(db)
+    ensure_demo(store)
+    pool = store.get_pool(DEMO_AUDIT_ID)
+    store.close()
+    at = _open(_app_on(db, DEMO_AUDIT_ID), "flip")
+    # (the demo's req is worked as the top k of a ranked list)
+    at.number_input(key="w_top_k").set_value(300).run()
+    small = pool.nlargest(100, "first_pass_score")
+    _store(at).set_pool(DEMO_AUDIT_ID, small)
+    at.run()
+    assert not at.exception
+    assert at.number_input(key="w_top_k").value == 100
+    assert _live(at)["cutoff"] == f"{small['first_pass_score'].min():g}"
