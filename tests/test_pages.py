@@ -586,7 +586,7 @@ def test_a_pool_replaced_by_a_smaller_one_in_the_same_session_clamps_the_top_k(d
     pool = store.get_pool(DEMO_AUDIT_ID)
     store.close()
     at = _open(_app_on(db, DEMO_AUDIT_ID), "flip")
-    # (the demo's req is worked as the top k of a ranked list)
+    at.radio(key="w_mode").set_value("top-k").run()
     at.number_input(key="w_top_k").set_value(300).run()
     small = pool.nlargest(100, "first_pass_score")
     _store(at).set_pool(DEMO_AUDIT_ID, small)
