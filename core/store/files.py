@@ -337,9 +337,9 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
                     controls, quoted_or_tab = scan.controls, scan.quoted_or_tab
                     if typed:
                         def as_text(scan: Scan = scan) -> None:
-                            for drop in ("VIEW src", "TABLE _map", "TABLE raw"):
-                                con.execute(f"DROP {drop.split()[0]} IF EXISTS "
-                                            f"{drop.split()[1]}")
+                            for kind_, name_ in (("VIEW", "src"), ("TABLE", "_map"),
+                                                 ("TABLE", "raw")):
+                                con.execute(f"DROP {kind_} IF EXISTS {name_}")
                             _load_csv(con, path, scan, display, limits)
                 else:
                     names, kinds, bad = _load_jsonl(con, path, display, FAULT_CAP)
