@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import AuditError, InputError
 from core.format import csv_safe_frame, term_escape, term_lines
+from core.run.options import RUNS_RANGE
 from core.store import DEFAULT_DB
 
 if TYPE_CHECKING:  # not at start: `import` of a file never loads pandas
@@ -75,8 +76,6 @@ def _nonneg_int(text: str) -> int:
 #: The widest band the report sizes (the Band page's slider stops at 4): a k beyond it says
 #: nothing a person could act on, and a huge one overflows k·σ into "no spread".
 MAX_K = 10.0
-#: Runs per candidate, as the runner's ``[run] runs`` allows (core.run.options).
-RUNS_RANGE = (2, 1000)
 
 
 def _band_k(text: str) -> float:

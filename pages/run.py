@@ -26,7 +26,7 @@ from core.ingest import (
 )
 from core.invalid import describe as invalid_lines
 from core.invalid import invalid_answers
-from core.run.options import PriceTable
+from core.run.options import CONCURRENCY_RANGE, RUNS_RANGE, PriceTable
 from ui import run_forms as forms
 from ui import screener_form, state
 from ui.faults import show_faults
@@ -154,11 +154,12 @@ with tab_run:
         c1, c2, c3 = st.columns(3)
         # the runner's bounds (core.run.options): an audit saved from a config with
         # runs = 200 opens here as it is (a max of 100 made the page fail)
-        runs = c1.number_input("Runs per candidate", min_value=2, max_value=1000, step=1,
-                               value=min(max(int(settings.get("runs") or 15), 2), 1000),
+        (r_lo, r_hi), (c_lo, c_hi) = RUNS_RANGE, CONCURRENCY_RANGE
+        runs = c1.number_input("Runs per candidate", min_value=r_lo, max_value=r_hi, step=1,
+                               value=min(max(int(settings.get("runs") or 15), r_lo), r_hi),
                                key=f"{k}-runs", disabled=active)
-        conc = c2.number_input("Calls in flight", min_value=1, max_value=256, step=1,
-                               value=min(max(int(settings.get("concurrency") or 8), 1), 256),
+        conc = c2.number_input("Calls in flight", min_value=c_lo, max_value=c_hi, step=1,
+                               value=min(max(int(settings.get("concurrency") or 8), c_lo), c_hi),
                                key=f"{k}-conc",
                                disabled=active)
         seed = c3.number_input("Seed (call order)", min_value=0, step=1,

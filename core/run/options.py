@@ -113,9 +113,12 @@ class RunOptions:
                              f"'{self.on_invalid}' (field 'on_invalid')")
 
 
+#: Runs per candidate and calls in flight accepted (the config, the CLI and the Run page).
+RUNS_RANGE = (2, 1000)
+CONCURRENCY_RANGE = (1, 256)
 #: Bounds of the whole-number options: (name, min, max). A run of 1e9 replications or ten
 #: million connections is refused before anything is allocated.
-_INT_BOUNDS = (("runs", 2, 1000), ("concurrency", 1, 256), ("seed", 0, 2**63 - 1),
+_INT_BOUNDS = (("runs", *RUNS_RANGE), ("concurrency", *CONCURRENCY_RANGE), ("seed", 0, 2**63 - 1),
                ("max_retries", 0, 20), ("max_calls_per_pair", 1, 20),
                ("batch_rows", 1, 100_000), ("breaker_first_calls", 1, 10_000),
                ("breaker_consecutive", 1, 10_000), ("max_response_bytes", 1_000, 100_000_000))
