@@ -113,6 +113,7 @@ class DrawsImport:
         self.clipped = checked.clipped
         self.warnings: list[str] = checked.warnings
         self._checked = checked
+        self.implied_calls = checked.implied_calls
         self.staging = staging
 
     @cached_property
@@ -421,7 +422,8 @@ def commit_draws(store: Store, audit_id: str, imp: DrawsImport, *,
         if not current:
             store.write_criteria(audit_id, [(c.name, c.max_points, c.weight)
                                             for c in imp.criteria], cur)
-        store.write_staged(cur, audit_id, imp.staging.alias, file_name=imp.file_name)
+        store.write_staged(cur, audit_id, imp.staging.alias, file_name=imp.file_name,
+                           implied_calls=imp.implied_calls)
         store.record_import(cur, audit_id, imp.sha256, "draws", imp.file_name, imp.rows)
     out["status"] = "imported"
     out["new_audit"] = not exists

@@ -95,8 +95,8 @@ class AuditRecords(StoreBase):
 
     def delete_audit(self, audit_id: str) -> None:
         with self.transaction() as cur:
-            for table in ("draws", "calls", "candidates", "pool", "criteria", "imports",
-                          "audits"):
+            for table in ("draws", "calls", "imported_calls", "candidates", "pool", "criteria",
+                          "imports", "audits"):
                 cur.execute(f"DELETE FROM {table} WHERE audit_id = ?", [audit_id])
 
     # ------------------------------------------------------------------ criteria / candidates

@@ -67,6 +67,9 @@ class CheckedDraws:
     #: candidates, runs_min, runs_max, evaluations, has_total, has_payloads, has_strata,
     #: has_first_pass, models
     counts: dict[str, Any] = field(default_factory=dict)
+    #: the file has no request id, model or payload column: its calls are implied by its
+    #: pairs (stored as such, :meth:`core.store.Store.write_staged`)
+    implied_calls: bool = False
 
 
 def draw_number_columns(names: list[str]) -> set[str]:
@@ -299,7 +302,8 @@ def check_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Checked
         t.count("SELECT 1 FROM out_candidates WHERE first_pass_score IS NOT NULL LIMIT 1"))
     counts["has_total"] = TOTAL in names_in_file
     return CheckedDraws(layout, criteria_out, clipped, warnings, ranges,
-                        {k: (bool(v) if k.startswith("has_") else v) for k, v in counts.items()})
+                        {k: (bool(v) if k.startswith("has_") else v) for k, v in counts.items()},
+                        not (extras["request_id"] or extras["model"] or extras["raw_payload"]))
 
 
 def _stage_outputs(t: FileTable, extras: dict[str, bool], clip: bool,

@@ -8,7 +8,7 @@ import duckdb
 
 from core.errors import InputError
 from core.store.base import StoreBase
-from core.store.schema import CALL_COLUMNS, DRAW_COLUMNS
+from core.store.schema import CALL_COLUMNS, DRAW_COLUMNS, IMPLIED_CALL
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -17,6 +17,16 @@ if TYPE_CHECKING:
 
 #: A draw's request id; imported draws without one share their call's made-up id.
 _REQUEST_ID = "coalesce(request_id, 'import:' || candidate_id || ':' || run)"
+
+
+def all_calls(audit: str = "$1") -> str:
+    """Every call of one audit as a relation with the columns of :data:`CALL_COLUMNS`: the
+    stored calls and the implied calls of imported pairs (``imported_calls``, see
+    :mod:`core.store.schema`). ``audit`` is the SQL of the audit id (a parameter)."""
+    stored = ("audit_id", "candidate_id", "run")
+    implied = ", ".join(c if c in stored else IMPLIED_CALL.get(c, "NULL") for c in CALL_COLUMNS)
+    return (f"(SELECT * FROM calls WHERE audit_id = {audit} UNION ALL SELECT {implied} "
+            f"FROM imported_calls WHERE audit_id = {audit})")
 
 
 def _columns(batch: pd.DataFrame | pa.Table, columns: list[str]) -> pd.DataFrame | pa.Table:
@@ -76,13 +86,13 @@ class DrawRecords(StoreBase):
         anti-join: no primary key, see :mod:`core.store.schema`); the first of two equal ids
         in ``source`` is kept (``unique``: ``source`` has none, as a validated import)."""
         cols = ", ".join(CALL_COLUMNS[1:])
-        stored = cur.execute("SELECT count(*) FROM (SELECT 1 FROM calls WHERE audit_id = ? "
-                             "LIMIT 1)", [audit_id]).fetchall()[0][0]
+        stored = cur.execute(f"SELECT count(*) FROM (SELECT 1 FROM {all_calls()} LIMIT 1)",
+                             [audit_id]).fetchall()[0][0]
         rows = (f"(SELECT *, request_id AS _id, 1 AS _n FROM {source})" if unique else
                 f"(SELECT *, CAST(request_id AS VARCHAR) AS _id, row_number() OVER "
                 f"(PARTITION BY _id) AS _n FROM {source})")
-        new = ("" if not stored else " AND NOT EXISTS (SELECT 1 FROM calls s WHERE "
-               "s.audit_id = $1 AND s.request_id = i._id)")
+        new = ("" if not stored else f" AND NOT EXISTS (SELECT 1 FROM {all_calls()} s WHERE "
+               "s.request_id = i._id)")
         cur.execute(f"INSERT INTO calls ({', '.join(CALL_COLUMNS)}) SELECT $1, {cols} "
                     f"FROM {rows} i WHERE i._n = 1{new}", [audit_id])
 
@@ -122,10 +132,12 @@ class DrawRecords(StoreBase):
             if rows else None
 
     def write_staged(self, cur: duckdb.DuckDBPyConnection, audit_id: str, stage: str,
-                     *, file_name: str) -> None:
+                     *, file_name: str, implied_calls: bool = False) -> None:
         """Copy a validated import from its staging database ``stage`` (tables ``out_calls``,
         ``out_draws``, ``out_candidates``: :mod:`core.store.draw_checks`) into the audit, in
-        the caller's transaction ``cur``: one ``INSERT … SELECT`` per table.
+        the caller's transaction ``cur``: one ``INSERT … SELECT`` per table. With
+        ``implied_calls`` (the file has no request id, model or payload column) a call is
+        stored as its pair alone, in ``imported_calls``.
 
         Raises
         ------
@@ -143,11 +155,20 @@ class DrawRecords(StoreBase):
                              "of the file overlap); nothing was written: import into a new "
                              "audit instead", file=file_name, column="run")
         self._refuse_request_id_clashes(cur, audit_id, f"{stage}.main.out_calls")
-        # a call of an already stored pair without draws (a failed call) keeps its row
-        self._insert_new_calls(cur, audit_id, f"{stage}.main.out_calls", unique=True)
+        # rows may land in any order (readers sort): DuckDB then writes whole row groups
+        # straight to the file, and the checkpoint at DETACH has almost nothing left to do
+        # (~90 ms of a million-row import). The cursor is this transaction's own.
+        cur.execute("SET SESSION preserve_insertion_order = false")
+        if implied_calls:
+            # the file gives nothing of its calls: the pairs alone (see core.store.schema)
+            cur.execute(f"INSERT INTO imported_calls SELECT $1, candidate_id, run "
+                        f"FROM {stage}.main.out_calls", [audit_id])
+        else:
+            # a call of an already stored pair without draws (a failed call) keeps its row
+            self._insert_new_calls(cur, audit_id, f"{stage}.main.out_calls", unique=True)
         cols = ", ".join(DRAW_COLUMNS[1:])
-        # in the file's order: readers sort (load_draws), and a sort here cost ~10% of the
-        # write's CPU on a million rows
+        # unsorted: readers sort (load_draws), and a sort here cost ~10% of the write's CPU on
+        # a million rows
         cur.execute(f"INSERT INTO draws ({', '.join(DRAW_COLUMNS)}) SELECT $1, {cols} "
                     f"FROM {stage}.main.out_draws", [audit_id])
         cur.execute(f"""
@@ -179,7 +200,7 @@ class DrawRecords(StoreBase):
             FROM (SELECT CAST(request_id AS VARCHAR) AS request_id,
                          CAST(candidate_id AS VARCHAR) AS candidate_id,
                          TRY_CAST(run AS DOUBLE) AS run FROM {relation}) i
-            JOIN calls s ON s.audit_id = ? AND s.request_id = i.request_id
+            JOIN {all_calls()} s ON s.request_id = i.request_id
             WHERE s.candidate_id IS DISTINCT FROM i.candidate_id
                OR s.run IS DISTINCT FROM i.run
             ORDER BY i.candidate_id, i.run LIMIT 1""", [audit_id]).fetchall()
@@ -202,7 +223,7 @@ class DrawRecords(StoreBase):
     def load_calls(self, audit_id: str, *, with_payload: bool = False) -> pd.DataFrame:
         cols = [c for c in CALL_COLUMNS if c != "audit_id"
                 and (with_payload or c != "raw_payload")]
-        return self._df(f"SELECT {', '.join(cols)} FROM calls WHERE audit_id = ? "
+        return self._df(f"SELECT {', '.join(cols)} FROM {all_calls()} c "
                         "ORDER BY started_at NULLS LAST, request_id", [audit_id])
 
     def payload_counts(self, audit_id: str) -> pd.DataFrame:
@@ -215,11 +236,11 @@ class DrawRecords(StoreBase):
 
     def call_summary(self, audit_id: str) -> pd.DataFrame:
         """Counts of calls by status / error kind / model, for the guard panel."""
-        return self._df("""
+        return self._df(f"""
             SELECT status, coalesce(http_status, 0) AS http_status, coalesce(model, '') AS model,
                    count(*) AS calls, sum(coalesce(attempts, 1) - 1) AS retries,
                    avg(latency_ms) AS mean_latency_ms, sum(coalesce(cost, 0)) AS cost
-            FROM calls WHERE audit_id = ? GROUP BY ALL ORDER BY calls DESC""", [audit_id])
+            FROM {all_calls()} c GROUP BY ALL ORDER BY calls DESC""", [audit_id])
 
     def completed_pairs(self, audit_id: str) -> set[tuple[str, int]]:
         """``(candidate_id, run)`` pairs that already have a draw (resume skips them)."""
@@ -233,9 +254,9 @@ class DrawRecords(StoreBase):
 
         Used as a cache key by the app (``st.cache_data`` keyed on audit id + version).
         """
-        row = self._rows("""
+        row = self._rows(f"""
             SELECT (SELECT count(*) FROM draws WHERE audit_id = $1),
-                   (SELECT count(*) FROM calls WHERE audit_id = $1),
+                   (SELECT count(*) FROM {all_calls()} c),
                    (SELECT count(*) FROM pool WHERE audit_id = $1),
                    (SELECT coalesce(sum(hash(candidate_id || coalesce(stratum, ''))), 0)
                       FROM candidates WHERE audit_id = $1),

@@ -1,0 +1,120 @@
+"""Schema version 4: an imported pair whose file gives nothing of its call (no request id,
+model or payload column) is stored as the pair alone (``imported_calls``), and every reader
+sees the same calls as when a full call row was stored for it."""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+import pytest
+
+from core.errors import InputError
+from core.ingest import commit_draws, import_draws, validate_draws
+from core.store import SCHEMA_VERSION, Store
+from tests.test_store_v3 import _v2_file
+
+
+def _long_csv(path, cands=("A", "B", "C"), runs=(1, 2, 3), extra: dict | None = None):
+    rows = []
+    for i, c in enumerate(cands):
+        for r in runs:
+            for crit, base in (("skills", 4.0), ("fit", 6.0)):
+                row = {"candidate_id": c, "run": r, "criterion": crit,
+                       "score": base + (i + r) % 3}
+                for k, v in (extra or {}).items():
+                    row[k] = v(c, r)
+                rows.append(row)
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def _count(db, sql):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()[0][0]
+    finally:
+        con.close()
+
+
+def test_a_file_without_call_columns_stores_its_pairs_and_reads_back_the_same_calls(tmp_path):
+    db = tmp_path / "a.duckdb"
+    csv = _long_csv(tmp_path / "d.csv")
+    imp = validate_draws(csv)
+    staged = imp.calls          # what the upload panel previews: one call per pair
+    s = Store(db)
+    commit_draws(s, "A", imp)
+    got = s.load_calls("A", with_payload=True)
+    summary = s.call_summary("A")
+    s.close()
+    # stored as 9 pairs, no full call row
+    assert _count(db, "SELECT count(*) FROM imported_calls WHERE audit_id = 'A'") == 9
+    assert _count(db, "SELECT count(*) FROM calls WHERE audit_id = 'A'") == 0
+    # read back: the same calls as staged (made-up ids, status ok, source import, 1 attempt)
+    key = ["candidate_id", "run"]
+    want = staged.sort_values(key).reset_index(drop=True)
+    have = got.sort_values(key).reset_index(drop=True)[list(want.columns)]
+    assert have["request_id"].tolist() == [f"import:{c}:{r}" for c in "ABC" for r in (1, 2, 3)]
+    def plain(df):   # the staged frame holds None where the store's typed frame has NaT
+        return df.astype(object).where(df.notna(), None)
+    pd.testing.assert_frame_equal(plain(have), plain(want), check_dtype=False)
+    assert summary["calls"].sum() == 9 and summary["status"].tolist() == ["ok"]
+
+
+def test_a_file_with_a_model_column_keeps_full_call_rows(tmp_path):
+    db = tmp_path / "a.duckdb"
+    csv = _long_csv(tmp_path / "d.csv", extra={"model": lambda c, r: "m-1"})
+    s = Store(db)
+    import_draws(s, "A", csv)
+    calls = s.load_calls("A")
+    s.close()
+    assert _count(db, "SELECT count(*) FROM calls WHERE audit_id = 'A'") == 9
+    assert _count(db, "SELECT count(*) FROM imported_calls") == 0
+    assert set(calls["model"]) == {"m-1"}
+
+
+def test_a_made_up_id_of_an_implied_call_still_clashes_with_another_pairs_id(tmp_path):
+    """The implied call of B run 1 has the id 'import:B:1'; a later file that gives that id to
+    another pair is refused, as when the call row was stored."""
+    db = tmp_path / "a.duckdb"
+    s = Store(db)
+    import_draws(s, "A", _long_csv(tmp_path / "one.csv", cands=("A", "B")))
+    clash = _long_csv(tmp_path / "two.csv", cands=("A", "B"), runs=(4, 5),
+                      extra={"request_id": lambda c, r: "import:B:1" if (c, r) == ("A", 4)
+                             else f"q-{c}-{r}"})
+    with pytest.raises(InputError, match="request id 'import:B:1' of candidate 'A' run 4 is "
+                                         "already stored in audit 'A' for candidate 'B' run 1"):
+        import_draws(s, "A", clash)
+    # a runner's batch whose request id is an implied call's, for another pair: refused too
+    with pytest.raises(InputError, match="import:B:2"):
+        s.write_results("A", pd.DataFrame({"request_id": ["import:B:2"], "candidate_id": ["Z"],
+                                           "run": [1], "status": ["ok"]}), None)
+    # the same pair and id again is a resume: nothing is stored twice
+    s.write_results("A", pd.DataFrame({"request_id": ["import:B:2"], "candidate_id": ["B"],
+                                       "run": [2], "status": ["ok"]}), None)
+    assert len(s.load_calls("A")) == 6
+    s.close()
+    assert _count(db, "SELECT count(*) FROM draws") == 2 * 3 * 2
+
+
+def test_deleting_an_audit_deletes_its_implied_calls_and_the_version_moves(tmp_path):
+    db = tmp_path / "a.duckdb"
+    s = Store(db)
+    before = s.data_version("A")
+    import_draws(s, "A", _long_csv(tmp_path / "d.csv"))
+    import_draws(s, "B", _long_csv(tmp_path / "e.csv", cands=("X",)))
+    assert s.data_version("A") != before
+    s.delete_audit("A")
+    assert s.load_calls("A").empty and len(s.load_calls("B")) == 3
+    s.close()
+    assert _count(db, "SELECT count(*) FROM imported_calls WHERE audit_id = 'A'") == 0
+
+
+def test_a_version_3_file_migrates_to_4_and_takes_a_lean_import(tmp_path):
+    db = tmp_path / "v2.duckdb"
+    _v2_file(db)          # a version-2 file migrates through 3 to 4
+    s = Store(db)
+    import_draws(s, "new", _long_csv(tmp_path / "d.csv"))
+    assert len(s.load_calls("old")) == 6 and len(s.load_calls("new")) == 9
+    s.close()
+    assert _count(db, "SELECT value FROM meta WHERE key = 'schema_version'") == \
+        str(SCHEMA_VERSION) == "4"
