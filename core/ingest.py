@@ -423,7 +423,7 @@ def commit_draws(store: Store, audit_id: str, imp: DrawsImport, *,
             store.write_criteria(audit_id, [(c.name, c.max_points, c.weight)
                                             for c in imp.criteria], cur)
         store.write_staged(cur, audit_id, imp.staging.alias, file_name=imp.file_name,
-                           implied_calls=imp.implied_calls)
+                           implied_calls=imp.implied_calls, lean_draws=not imp.clipped)
         store.record_import(cur, audit_id, imp.sha256, "draws", imp.file_name, imp.rows)
     out["status"] = "imported"
     out["new_audit"] = not exists

@@ -67,13 +67,15 @@ def _v2_file(path) -> None:
 def _keys(path) -> tuple[int, int, int, int]:
     con = duckdb.connect(str(path), read_only=True)
     try:
-        # the calls a reader sees: stored rows and the pairs of imports without call columns
-        # (schema 4: their made-up id is 'import:<candidate>:<run>')
+        # the calls and draws a reader sees: stored rows and the lean ones of imports without
+        # call columns (schema 4: a made-up call id is 'import:<candidate>:<run>')
         calls = ("(SELECT audit_id, request_id FROM calls UNION ALL SELECT audit_id, 'import:' "
                  "|| candidate_id || ':' || run FROM imported_calls)")
+        draws = ("(SELECT audit_id, candidate_id, run, criterion FROM draws UNION ALL SELECT "
+                 "audit_id, candidate_id, run, criterion FROM imported_draws)")
         return con.execute(
-            "SELECT (SELECT count(*) FROM draws), (SELECT count(DISTINCT (audit_id, "
-            f"candidate_id, run, criterion)) FROM draws), (SELECT count(*) FROM {calls}), "
+            f"SELECT (SELECT count(*) FROM {draws}), (SELECT count(DISTINCT (audit_id, "
+            f"candidate_id, run, criterion)) FROM {draws}), (SELECT count(*) FROM {calls}), "
             f"(SELECT count(DISTINCT (audit_id, request_id)) FROM {calls})").fetchall()[0]
     finally:
         con.close()

@@ -1,6 +1,7 @@
 """Schema version 4: an imported pair whose file gives nothing of its call (no request id,
-model or payload column) is stored as the pair alone (``imported_calls``), and every reader
-sees the same calls as when a full call row was stored for it."""
+model or payload column) is stored as the pair alone (``imported_calls``), its draws without
+the empty columns (``imported_draws``, when none was clipped), and every reader sees the same
+calls and draws as when full rows were stored."""
 
 from __future__ import annotations
 
@@ -91,9 +92,8 @@ def test_a_made_up_id_of_an_implied_call_still_clashes_with_another_pairs_id(tmp
     # the same pair and id again is a resume: nothing is stored twice
     s.write_results("A", pd.DataFrame({"request_id": ["import:B:2"], "candidate_id": ["B"],
                                        "run": [2], "status": ["ok"]}), None)
-    assert len(s.load_calls("A")) == 6
+    assert len(s.load_calls("A")) == 6 and len(s.load_draws("A")) == 2 * 3 * 2
     s.close()
-    assert _count(db, "SELECT count(*) FROM draws") == 2 * 3 * 2
 
 
 def test_deleting_an_audit_deletes_its_implied_calls_and_the_version_moves(tmp_path):
@@ -118,3 +118,51 @@ def test_a_version_3_file_migrates_to_4_and_takes_a_lean_import(tmp_path):
     s.close()
     assert _count(db, "SELECT value FROM meta WHERE key = 'schema_version'") == \
         str(SCHEMA_VERSION) == "4"
+
+
+def test_lean_draws_read_back_as_staged_and_a_clipped_import_keeps_full_rows(tmp_path):
+    db = tmp_path / "a.duckdb"
+    imp = validate_draws(_long_csv(tmp_path / "d.csv"))
+    staged = imp.draws
+    s = Store(db)
+    commit_draws(s, "A", imp)
+    got = s.load_draws("A")
+    # a file with a score over its criterion's maximum, clipped: full rows with the flag
+    over = _long_csv(tmp_path / "over.csv", cands=("X", "Y"))
+    import_draws(s, "C", over, criteria="skills:5,fit:10", clip=True)
+    clipped = s.load_draws("C")
+    s.close()
+    assert _count(db, "SELECT count(*) FROM imported_draws WHERE audit_id = 'A'") == 18
+    assert _count(db, "SELECT count(*) FROM draws WHERE audit_id = 'A'") == 0
+    cols = ["candidate_id", "run", "criterion", "score", "request_id", "clipped"]
+    pd.testing.assert_frame_equal(got[cols].reset_index(drop=True),
+                                  staged.sort_values(cols[:3])[cols].reset_index(drop=True),
+                                  check_dtype=False)
+    assert got["model"].isna().all() and not got["clipped"].any()
+    assert _count(db, "SELECT count(*) FROM draws WHERE audit_id = 'C'") == 12
+    assert _count(db, "SELECT count(*) FROM imported_draws WHERE audit_id = 'C'") == 0
+    skills = clipped[clipped["criterion"] == "skills"]
+    assert clipped["clipped"].sum() == 2 and skills["score"].max() == 5.0
+
+
+def test_a_run_into_an_imported_audit_skips_imported_pairs_and_never_stores_a_draw_twice(
+        tmp_path):
+    db = tmp_path / "a.duckdb"
+    s = Store(db)
+    import_draws(s, "A", _long_csv(tmp_path / "d.csv", cands=("A", "B"), runs=(1, 2)))
+    assert s.completed_pairs("A") == {(c, r) for c in "AB" for r in (1, 2)}
+    assert s.n_draws("A") == 8 and s.list_audits()["evaluations"].tolist() == [4]
+    # a writer's batch holding an imported draw again and a new one: only the new one lands
+    s.write_results("A", pd.DataFrame({"request_id": ["q-new"], "candidate_id": ["A"],
+                                       "run": [3], "status": ["ok"]}),
+                    pd.DataFrame({"candidate_id": ["A", "A"], "run": [1, 3],
+                                  "criterion": ["skills", "skills"], "score": [99.0, 5.0],
+                                  "request_id": ["q-old", "q-new"]}))
+    got = s.load_draws("A")
+    assert len(got) == 9 and 99.0 not in got["score"].tolist()
+    assert got.loc[got["run"] == 3, "request_id"].tolist() == ["q-new"]
+    # a second file with a pair already imported is refused, naming its line
+    with pytest.raises(InputError, match="line 2: candidate 'B' run 2 is already stored"):
+        import_draws(s, "A", _long_csv(tmp_path / "e.csv", cands=("B",), runs=(2, 4)))
+    assert s.n_draws("A") == 9
+    s.close()

@@ -10,6 +10,7 @@ import duckdb
 from core.errors import FrozenError, StoreError
 from core.store.base import StoreBase
 from core.store.connection import _now
+from core.store.draws import all_draws
 from core.store.schema import CANDIDATE_COLUMNS
 
 if TYPE_CHECKING:
@@ -22,10 +23,10 @@ class AuditRecords(StoreBase):
     # ------------------------------------------------------------------ audits
     def list_audits(self) -> pd.DataFrame:
         """Audits with their draw counts, newest first."""
-        return self._df("""
+        return self._df(f"""
             SELECT a.audit_id, a.created_at, a.harness_hash,
-                   (SELECT count(DISTINCT candidate_id || '|' || run) FROM draws d
-                     WHERE d.audit_id = a.audit_id) AS evaluations
+                   (SELECT count(DISTINCT candidate_id || '|' || run)
+                      FROM {all_draws('a.audit_id')} d) AS evaluations
             FROM audits a ORDER BY a.created_at DESC, a.audit_id""")
 
     def audit_exists(self, audit_id: str) -> bool:
@@ -51,7 +52,7 @@ class AuditRecords(StoreBase):
 
     def n_draws(self, audit_id: str) -> int:
         return int(self._rows(
-            "SELECT count(*) FROM draws WHERE audit_id = ?", [audit_id])[0][0])
+            f"SELECT count(*) FROM {all_draws()} d", [audit_id])[0][0])
 
     def save_audit(self, audit_id: str, freeze: dict[str, Any], harness_hash: str,
                    settings: dict[str, Any] | None = None) -> None:
@@ -68,7 +69,7 @@ class AuditRecords(StoreBase):
                                [audit_id]).fetchall()
             if rows:
                 old_hash = rows[0][0]
-                n = cur.execute("SELECT count(*) FROM draws WHERE audit_id = ?",
+                n = cur.execute(f"SELECT count(*) FROM {all_draws()} d",
                                 [audit_id]).fetchall()[0][0]
                 if n and old_hash != harness_hash:
                     raise FrozenError(
@@ -95,8 +96,8 @@ class AuditRecords(StoreBase):
 
     def delete_audit(self, audit_id: str) -> None:
         with self.transaction() as cur:
-            for table in ("draws", "calls", "imported_calls", "candidates", "pool", "criteria",
-                          "imports", "audits"):
+            for table in ("draws", "imported_draws", "calls", "imported_calls", "candidates",
+                          "pool", "criteria", "imports", "audits"):
                 cur.execute(f"DELETE FROM {table} WHERE audit_id = ?", [audit_id])
 
     # ------------------------------------------------------------------ criteria / candidates
@@ -173,7 +174,7 @@ class AuditRecords(StoreBase):
         """
         frame = _candidate_frame(audit_id, candidates)
         with self.transaction() as cur:
-            n = cur.execute("SELECT count(*) FROM draws WHERE audit_id = ?",
+            n = cur.execute(f"SELECT count(*) FROM {all_draws()} d",
                             [audit_id]).fetchall()[0][0]
             if n:
                 raise FrozenError(f"Audit '{audit_id}' has {n} draws: its sample cannot be "

@@ -8,7 +8,7 @@ import duckdb
 
 from core.errors import InputError
 from core.store.base import StoreBase
-from core.store.schema import CALL_COLUMNS, DRAW_COLUMNS, IMPLIED_CALL
+from core.store.schema import CALL_COLUMNS, DRAW_COLUMNS, IMPLIED_CALL, LEAN_DRAW_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,6 +27,17 @@ def all_calls(audit: str = "$1") -> str:
     implied = ", ".join(c if c in stored else IMPLIED_CALL.get(c, "NULL") for c in CALL_COLUMNS)
     return (f"(SELECT * FROM calls WHERE audit_id = {audit} UNION ALL SELECT {implied} "
             f"FROM imported_calls WHERE audit_id = {audit})")
+
+
+def all_draws(audit: str = "$1") -> str:
+    """Every draw of one audit as a relation with the columns of :data:`DRAW_COLUMNS`: the
+    stored draws and the lean ones of imports (``imported_draws``, see
+    :mod:`core.store.schema`). ``audit`` is the SQL of the audit id (a parameter, or a column
+    of an outer query)."""
+    lean = ", ".join(c if c in LEAN_DRAW_COLUMNS else "false" if c == "clipped" else "NULL"
+                     for c in DRAW_COLUMNS)
+    return (f"(SELECT {', '.join(DRAW_COLUMNS)} FROM draws WHERE audit_id = {audit} "
+            f"UNION ALL SELECT {lean} FROM imported_draws WHERE audit_id = {audit})")
 
 
 def _columns(batch: pd.DataFrame | pa.Table, columns: list[str]) -> pd.DataFrame | pa.Table:
@@ -109,7 +120,7 @@ class DrawRecords(StoreBase):
                        row_number() OVER (PARTITION BY _c, _r, _k) AS _n
                 FROM {source}) i
             WHERE i._n = 1 AND NOT EXISTS (
-                SELECT 1 FROM draws d WHERE d.audit_id = $1 AND d.candidate_id = i._c
+                SELECT 1 FROM {all_draws()} d WHERE d.candidate_id = i._c
                    AND d.run = i._r AND d.criterion = i._k)
             ORDER BY i._c, i._r, i._k""", [audit_id])
 
@@ -121,8 +132,8 @@ class DrawRecords(StoreBase):
         many pairs overlap)``, or None. An anti-join inside DuckDB, not a Python set."""
         sql = f"""
             SELECT i.first_line, i.candidate_id, i.run, count(*) OVER () FROM {relation} i
-            WHERE EXISTS (SELECT 1 FROM draws d WHERE d.audit_id = ?
-                          AND d.candidate_id = i.candidate_id AND d.run = i.run)
+            WHERE EXISTS (SELECT 1 FROM {all_draws()} d
+                          WHERE d.candidate_id = i.candidate_id AND d.run = i.run)
             ORDER BY i.first_line LIMIT 1"""
         if cur is not None:
             rows = cur.execute(sql, [audit_id]).fetchall()
@@ -132,12 +143,14 @@ class DrawRecords(StoreBase):
             if rows else None
 
     def write_staged(self, cur: duckdb.DuckDBPyConnection, audit_id: str, stage: str,
-                     *, file_name: str, implied_calls: bool = False) -> None:
+                     *, file_name: str, implied_calls: bool = False, lean_draws: bool = False
+                     ) -> None:
         """Copy a validated import from its staging database ``stage`` (tables ``out_calls``,
         ``out_draws``, ``out_candidates``: :mod:`core.store.draw_checks`) into the audit, in
         the caller's transaction ``cur``: one ``INSERT … SELECT`` per table. With
         ``implied_calls`` (the file has no request id, model or payload column) a call is
-        stored as its pair alone, in ``imported_calls``.
+        stored as its pair alone, in ``imported_calls``; with ``lean_draws`` as well (none of
+        the draws was clipped) the draws go to ``imported_draws``.
 
         Raises
         ------
@@ -166,11 +179,12 @@ class DrawRecords(StoreBase):
         else:
             # a call of an already stored pair without draws (a failed call) keeps its row
             self._insert_new_calls(cur, audit_id, f"{stage}.main.out_calls", unique=True)
-        cols = ", ".join(DRAW_COLUMNS[1:])
+        columns = LEAN_DRAW_COLUMNS if implied_calls and lean_draws else DRAW_COLUMNS
+        table = "imported_draws" if columns is LEAN_DRAW_COLUMNS else "draws"
         # unsorted: readers sort (load_draws), and a sort here cost ~10% of the write's CPU on
         # a million rows
-        cur.execute(f"INSERT INTO draws ({', '.join(DRAW_COLUMNS)}) SELECT $1, {cols} "
-                    f"FROM {stage}.main.out_draws", [audit_id])
+        cur.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT $1, "
+                    f"{', '.join(columns[1:])} FROM {stage}.main.out_draws", [audit_id])
         cur.execute(f"""
             INSERT INTO candidates SELECT $1, candidate_id, stratum, first_pass_score,
                 application FROM {stage}.main.out_candidates
@@ -217,7 +231,7 @@ class DrawRecords(StoreBase):
         request_id, clipped``. An imported draw without a request id has its call's made-up
         one, ``import:<candidate>:<run>`` (stored with the call only)."""
         return self._df(f"SELECT candidate_id, run, criterion, score, model, {_REQUEST_ID} "
-                        "AS request_id, clipped FROM draws WHERE audit_id = ? "
+                        f"AS request_id, clipped FROM {all_draws()} d "
                         "ORDER BY candidate_id, run, criterion", [audit_id])
 
     def load_calls(self, audit_id: str, *, with_payload: bool = False) -> pd.DataFrame:
@@ -244,9 +258,8 @@ class DrawRecords(StoreBase):
 
     def completed_pairs(self, audit_id: str) -> set[tuple[str, int]]:
         """``(candidate_id, run)`` pairs that already have a draw (resume skips them)."""
-        rows = self._rows(
-            "SELECT DISTINCT candidate_id, run FROM draws WHERE audit_id = ?",
-            [audit_id])
+        rows = self._rows(f"SELECT DISTINCT candidate_id, run FROM {all_draws()} d",
+                          [audit_id])
         return {(r[0], int(r[1])) for r in rows}
 
     def data_version(self, audit_id: str) -> str:
@@ -255,7 +268,7 @@ class DrawRecords(StoreBase):
         Used as a cache key by the app (``st.cache_data`` keyed on audit id + version).
         """
         row = self._rows(f"""
-            SELECT (SELECT count(*) FROM draws WHERE audit_id = $1),
+            SELECT (SELECT count(*) FROM {all_draws()} d),
                    (SELECT count(*) FROM {all_calls()} c),
                    (SELECT count(*) FROM pool WHERE audit_id = $1),
                    (SELECT coalesce(sum(hash(candidate_id || coalesce(stratum, ''))), 0)

@@ -1,10 +1,13 @@
 """The audit file's schema: tables, column lists and the versioned migrations.
 
-Version 4 stores the call of an imported pair whose file gives nothing of the call (no request
-id, model or payload column) as the pair alone, in ``imported_calls``: every other column of such
-a call is a constant (:data:`IMPLIED_CALL`), and 150,000 full ``calls`` rows, most of their 21
-columns empty, cost ~0.15 s to store against ~0.04 s for the pairs. Readers see both as one
-relation (:func:`core.store.draws.all_calls`).
+Version 4 stores an import whose file gives nothing of its calls (no request id, model or
+payload column) leanly. Each call is its pair alone, in ``imported_calls``: every other column
+of such a call is a constant (:data:`IMPLIED_CALL`), and 150,000 full ``calls`` rows, most of
+their 21 columns empty, cost ~0.15 s to store against ~0.03 s for the pairs. Its draws, when none
+was clipped, go to ``imported_draws`` without the request id, model and clipped columns (empty
+or false for every such draw: each column costs ~35–50 ms per million rows to store). Readers
+see each pair of tables as one relation (:func:`core.store.draws.all_calls`,
+:func:`core.store.draws.all_draws`); the writers keep a draw unique across both.
 
 Version 3 (issue 12) keeps ``draws`` and ``calls`` without a primary key: an index entry per
 draw cost 4–8 s a million rows on import against ~1 s without it (and the calls' index another
@@ -19,7 +22,8 @@ anti-join), so a resumed run never writes a pair twice.
 from __future__ import annotations
 
 __all__ = ["SCHEMA_VERSION", "SCHEMA", "MIGRATIONS", "CALL_COLUMNS", "DRAW_COLUMNS",
-           "CANDIDATE_COLUMNS", "DRAW_KEY", "IMPLIED_CALL"]
+           "CANDIDATE_COLUMNS", "DRAW_KEY", "IMPLIED_CALL",
+           "LEAN_DRAW_COLUMNS"]
 
 SCHEMA_VERSION = 4
 
@@ -36,7 +40,8 @@ MIGRATIONS: dict[int, list[str]] = {
         "request_id",
         "DROP TABLE calls",
         "ALTER TABLE calls_v3 RENAME TO calls"],
-    # version 4 adds ``imported_calls`` (created by SCHEMA): nothing to move
+    # version 4 adds ``imported_calls`` and ``imported_draws`` (created by SCHEMA): nothing
+    # to move
     3: [],
 }
 
@@ -74,6 +79,9 @@ CREATE TABLE IF NOT EXISTS calls (
 CREATE TABLE IF NOT EXISTS imported_calls (
     audit_id VARCHAR, candidate_id VARCHAR, run INTEGER
 );
+CREATE TABLE IF NOT EXISTS imported_draws (
+    audit_id VARCHAR, candidate_id VARCHAR, run INTEGER, criterion VARCHAR, score DOUBLE
+);
 CREATE TABLE IF NOT EXISTS draws (
     audit_id VARCHAR, candidate_id VARCHAR, run INTEGER, criterion VARCHAR, score DOUBLE,
     request_id VARCHAR, model VARCHAR, clipped BOOLEAN
@@ -101,6 +109,9 @@ IMPLIED_CALL = {"request_id": "'import:' || candidate_id || ':' || run", "attemp
                 "status": "'ok'", "source": "'import'"}
 CANDIDATE_COLUMNS = ["audit_id", "candidate_id", "stratum", "first_pass_score", "application"]
 
+
+#: The columns of a draw in ``imported_draws`` (the others are NULL, and ``clipped`` false).
+LEAN_DRAW_COLUMNS = ["audit_id", "candidate_id", "run", "criterion", "score"]
 
 #: What makes a draw unique (kept by the writers, see the module notes).
 DRAW_KEY = ["audit_id", "candidate_id", "run", "criterion"]
