@@ -144,3 +144,30 @@ def test_the_command_line_import_never_loads_pandas(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "0 []"
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_blank_lines_on_the_fast_path_keep_every_line_number(newline):
+    """Blank lines are not looked for in the byte scan of a CSV; the reader's record count
+    reveals them (a spreadsheet shows them as rows, so a fault after one names its line)."""
+    rows = _good_rows()
+    rows[3:3] = ["", ""]                    # lines 5 and 6 blank
+    rows.append(rows[-1])                   # a duplicate draw, on the last line
+    data = newline.join([HEADER, *rows, ""]).encode()
+    draws, faults, _ = _outcome(data)
+    # 18 rows and 2 blank lines after the header, then the copy: line 22, the first on 21
+    assert draws is None and [(f[0], f[1]) for f in faults] == [(22, "criterion")]
+    assert faults[0][3].endswith("already appears on line 21")
+    # without the duplicate, the same draws as the file without blank lines
+    good = newline.join([HEADER, *rows[:-1], ""]).encode()
+    assert _outcome(good)[0] == _outcome(_long(_good_rows()))[0]
+
+
+def test_blank_lines_do_not_count_toward_the_row_cap(monkeypatch):
+    monkeypatch.setenv("AUDIT_MAX_ROWS", "18")
+    rows = _good_rows()                      # 18 rows
+    data = "\n".join([HEADER, *rows[:9], *[""] * 30, *rows[9:], ""]).encode()
+    assert _outcome(data)[1] is None
+    with pytest.raises(ingest.InputError, match="more than 18 rows"):
+        validate_draws("\n".join([HEADER, *rows, rows[0].replace("a1", "a9")]).encode() + b"\n",
+                       name="draws.csv")

@@ -3,6 +3,7 @@ that are not what they claim refused with one clear line — on real files writt
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import tempfile
@@ -316,5 +317,17 @@ def test_the_byte_scan_finds_what_the_whole_file_holds_at_any_chunk_size(seed, m
         assert want[0] == "ok", (data, want)
         assert (got.blank_lines, got.mixed_endings, got.controls, got.quoted_or_tab) == \
             want[1:5], (data, tables._CHUNK)
+        # the same blank lines from the pass that looks for nothing else, and the same scan
+        # but the blank lines when they are not looked for (a CSV's fast path)
+        assert tables.find_blank_lines(path) == want[1], (data, tables._CHUNK)
+        quick = tables.scan_text(path, "f.csv", Limits.from_env(max_line_kb=cap / 1024),
+                                 "csv", blanks=False)
+        assert quick.blank_lines is None and quick.sha256 == got.sha256 == \
+            hashlib.sha256(data).hexdigest()
+        assert (quick.mixed_endings, quick.controls, quick.quoted_or_tab,
+                quick.digit_underscore) == (got.mixed_endings, got.controls,
+                                            got.quoted_or_tab, got.digit_underscore)
+        assert quick.line_count == got.line_count == data.count(b"\n") + (
+            0 if data.endswith(b"\n") else 1)
         # (a '_' at a chunk's edge is reported too: the careful path is taken then)
         assert got.digit_underscore or not want[5], data

@@ -35,6 +35,7 @@ from core.tables import (
     _mb,
     as_path,
     detect_format,
+    find_blank_lines,
     name_of,
     scan_text,
 )
@@ -156,10 +157,15 @@ def _load_csv(con: duckdb.DuckDBPyConnection, path: Path, scan: Scan, display: s
     cols = ", ".join(f"c{i}" for i in range(len(names)))
     # rows of only empty cells (a spreadsheet's trailing rows) are not rows
     keep = " OR ".join(f"c{i} IS NOT NULL" for i in range(len(names)))
+    n = int(con.execute("SELECT count(*) FROM raw").fetchall()[0][0])
+    if scan.blank_lines is None:
+        # not looked for in the scan: one record per line (no quote) and a record for every
+        # line but the header means no line was skipped
+        scan.blank_lines = [] if not scan.quoted_or_tab and n + 1 == scan.line_count else \
+            find_blank_lines(path)
     if scan.blank_lines:
         # the reader skips blank lines; a spreadsheet shows them as rows, so the k-th record
         # (0-based) sits on the k-th non-blank line after the header
-        n = int(con.execute("SELECT count(*) FROM raw").fetchall()[0][0])
         con.execute("CREATE TABLE _map AS SELECT generate_subscripts(l, 1) - 1 AS r, "
                     "unnest(l) AS line FROM (SELECT CAST(? AS BIGINT[]) AS l)",
                     [_record_lines(n, scan.blank_lines)])
@@ -329,7 +335,8 @@ def open_table(source: Source, *, name: str | None = None, fmt: str | None = Non
             if kind == "parquet":
                 names, kinds, digest = _load_parquet(con, path, display, limits)
             else:
-                scan = scan_text(path, display, limits, kind)
+                # a CSV's blank lines are looked for only when its record count says so
+                scan = scan_text(path, display, limits, kind, blanks=kind != "csv")
                 digest = scan.sha256
                 if kind == "csv":
                     names, kinds, decimal_comma, typed = _load_csv(con, path, scan, display,
