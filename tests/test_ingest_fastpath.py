@@ -171,3 +171,27 @@ def test_blank_lines_do_not_count_toward_the_row_cap(monkeypatch):
     with pytest.raises(ingest.InputError, match="more than 18 rows"):
         validate_draws("\n".join([HEADER, *rows, rows[0].replace("a1", "a9")]).encode() + b"\n",
                        name="draws.csv")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ranges_are_the_exact_median_and_99th_percentile(seed):
+    """The per-criterion median and 99th percentile of |score| (read from a histogram of
+    distinct scores) against numpy's linear percentiles, on integer, one-decimal and
+    continuous scores."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    rows, want = [], {}
+    for k, crit in enumerate(("ints", "tenths", "wide")):
+        n = int(rng.integers(40, 400))
+        v = [rng.integers(-3, 11, n).astype(float), np.round(rng.normal(5, 2, n), 1),
+             rng.normal(0, 1e3, n)][k]
+        want[crit] = (np.median(v), np.percentile(np.abs(v), 99), v.min(), v.max(), n)
+        rows += [f"c{i % 20},{i // 20 + 1},{crit},{float(x)!r}" for i, x in enumerate(v)]
+    imp = validate_draws(_long(rows), name="draws.csv", criteria="ints,tenths,wide")
+    got = {r["criterion"]: r for r in imp.summary()["ranges"]}
+    for crit, (med, p99, lo, hi, n) in want.items():
+        r = got[crit]
+        assert (r["n"], r["min"], r["max"]) == (n, lo, hi)
+        assert r["median"] == pytest.approx(med, rel=1e-12, abs=1e-12)
+        assert r["p99_abs"] == pytest.approx(p99, rel=1e-12)
