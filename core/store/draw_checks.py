@@ -188,11 +188,15 @@ def check_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Checked
                       "any_value(request_id) AS request_id, any_value(model) AS model, "
                       "any_value(raw_payload) AS raw_payload FROM lng "
                       "WHERE candidate_id IS NOT NULL GROUP BY candidate_id, run")
+    # per criterion: n, min, median, max, p99 of |score| (rows with a score)
+    stats = t.group_stats("lng", "criterion", "score")
     # no duplicate when every call holds each of the file's criteria once (same count, same
-    # sum of hashes as the set of criteria); otherwise the exact (slower) check decides
+    # sum of hashes as the set of criteria); otherwise the exact (slower) check decides. The
+    # set is the criteria with a score (from the stats): a criterion whose every score is
+    # missing makes the counts differ, and the exact check runs
+    t.create_mapping("_criteria", ["criterion"], [[str(r["criterion"])] for r in stats])
     if t.count("SELECT 1 FROM calls, (SELECT count(*) AS c, sum(hash(criterion)) AS h FROM "
-               "(SELECT DISTINCT criterion FROM lng WHERE criterion IS NOT NULL)) s "
-               "WHERE n <> s.c OR hs <> s.h") and t.count(
+               "_criteria) s WHERE n <> s.c OR hs IS DISTINCT FROM s.h") and t.count(
             "SELECT 1 FROM lng WHERE candidate_id IS NOT NULL AND run IS NOT NULL AND "
             "criterion IS NOT NULL GROUP BY candidate_id, run, criterion HAVING count(*) > 1"):
         add(t.duplicates("lng", ["candidate_id", "run", "criterion"], "_keycol",
@@ -237,7 +241,6 @@ def check_draws(t: FileTable, crit_list: list[Criterion], clip: bool) -> Checked
 
     # rubric bounds, then plausibility where the rubric gives no max
     known = {c.name: c for c in crit_list}
-    stats = t.group_stats("lng", "criterion", "score")
     names_in_file = [str(r["criterion"]) for r in sorted(stats, key=lambda r: r["first_line"])]
     warnings: list[str] = []
     unknown = [c for c in known if c not in names_in_file]
