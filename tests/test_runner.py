@@ -116,6 +116,19 @@ def test_order_interleaves_candidates_in_seeded_rounds():
     assert ("a", 1) not in plan_pairs(["a", "b", "c"], 3, seed=1, completed={("a", 1)})
 
 
+def test_request_ids_are_uuid4_hex_as_the_uuid_module_makes_them(monkeypatch):
+    import random
+    import uuid
+
+    from core.run import clients
+    monkeypatch.setattr(clients, "_IDS", random.Random(7))
+    same = random.Random(7)
+    for _ in range(2000):
+        rid = clients.new_request_id()
+        assert rid == uuid.UUID(int=same.getrandbits(128), version=4).hex
+        assert len(rid) == 32 and uuid.UUID(hex=rid).version == 4
+
+
 # ---------------------------------------------------------------------------- flaky server
 def test_flaky_server_still_gives_exactly_n_draws_and_records_failures(store, server):
     server.set(p500=0.12, p429=0.08, retry_after_ms="10", pmalformed=0.12, pslow=0.04,

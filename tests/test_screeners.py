@@ -218,3 +218,48 @@ def test_simulated_adapter_is_seeded_per_candidate_and_run():
     assert a.payload == b.payload and a.payload != c.payload
     assert set(scr.parse(a).scores) == {"technical_skills", "experience", "projects",
                                         "communication"}
+
+
+def test_fill_body_fast_paths_give_what_the_placeholder_rules_give():
+    values = {"application": "a {candidate_id} b", "candidate_id": "c1", "request_id": "r",
+              "run": 3, "seed": 5, "model": "m"}
+    body = {"x": ["{run}", "{seed}x", "p{application}q", "", "plain", 1, None,
+                  {"y": "{model}", "z": "{unknown}"}], "t": ("{run}",)}
+    assert fill_body(body, values) == {
+        "x": [3, "5x", "pa c1 bq", "", "plain", 1, None, {"y": "m", "z": "{unknown}"}],
+        "t": ("{run}",)}
+
+
+@pytest.mark.parametrize("payload", [
+    '{"technical_skills": 7, "experience": 20, "model": "m"}',
+    '  {"technical_skills": 7, "experience": 20}\n',
+    '{"technical_skills": 70, "experience": 20}',
+    '{"technical_skills": 7}',
+    '"{\\"technical_skills\\": 7, \\"experience\\": 20}"',
+    '[{"technical_skills": 7, "experience": 20}]',
+    'Scores: {"technical_skills": 7, "experience": 20}',
+])
+def test_parse_of_an_answer_the_adapter_decoded_already_is_the_parse_of_its_text(payload):
+    from core.screeners.base import RawResult
+    from core.screeners.http_json import HttpJsonScreener
+
+    screener = HttpJsonScreener(url="http://127.0.0.1:1/score", model="m", criteria=RUBRIC)
+
+    def outcome(raw: RawResult) -> object:
+        try:
+            return screener.parse(raw)
+        except ParseError as exc:
+            return (type(exc).__name__, str(exc))
+
+    plain = RawResult(payload=payload)
+    memo = RawResult(payload=payload)
+    try:
+        doc = json.loads(payload)
+    except json.JSONDecodeError:
+        doc = None
+    if type(doc) is dict:
+        memo.decoded = (payload, doc)
+    assert outcome(memo) == outcome(plain)
+    other = RawResult(payload=payload)
+    other.decoded = ("{}", {"technical_skills": 1, "experience": 1})   # not this payload's
+    assert outcome(other) == outcome(plain)

@@ -93,10 +93,10 @@ class Breaker:
             return None
         self.outcomes.append(failed)
         self.streak = self.streak + 1 if failed else 0
-        first = self.outcomes[:self.window]
         why = None
         if len(self.outcomes) == self.window and \
-                sum(first) >= opts.breaker_fail_share * len(first):
+                sum(first := self.outcomes[:self.window]) >= \
+                opts.breaker_fail_share * len(first):
             why = (f"{sum(first)} of the first {len(first)} calls failed "
                    f"(breaker_fail_share = {opts.breaker_fail_share:g})")
         elif self.streak >= opts.breaker_consecutive:

@@ -13,7 +13,6 @@ import os
 import random
 import ssl
 import sys
-import uuid
 
 import httpx
 
@@ -67,6 +66,16 @@ def _ssl_context() -> ssl.SSLContext:
 _IDS = random.Random(int.from_bytes(os.urandom(16), "little"))
 
 
+#: ``uuid.UUID(int=x, version=4)``'s bits: clear the variant and version fields, then set the
+#: RFC 4122 variant and version 4 (what the UUID constructor does, without building one).
+_UUID4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
+_UUID4_SET = (0x8000 << 48) | (4 << 76)
+
+
 def new_request_id() -> str:
-    """A random 128-bit request id (uuid4 form) without a system call per id."""
-    return uuid.UUID(int=_IDS.getrandbits(128), version=4).hex
+    """A random 128-bit request id (uuid4 form, 32 hex digits) without a system call per id.
+
+    The same string as ``uuid.UUID(int=bits, version=4).hex`` (a test holds it), at a quarter
+    of its cost: one is made per call.
+    """
+    return "%032x" % (_IDS.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET)

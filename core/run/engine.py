@@ -51,8 +51,8 @@ def plan_pairs(candidate_ids: Iterable[str], runs: int, seed: int,
     rng = np.random.default_rng(seed)
     out: list[tuple[str, int]] = []
     for run in range(1, int(runs) + 1):
-        for i in rng.permutation(len(ids)):
-            pair = (ids[int(i)], run)
+        for i in rng.permutation(len(ids)).tolist():
+            pair = (ids[i], run)
             if pair not in done:
                 out.append(pair)
     return out

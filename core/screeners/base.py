@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from core.freeze import Criterion, FreezeSheet
-from core.screeners.parsing import Parsed, ParseSpec, parse_scores
+from core.screeners.parsing import MAX_ANSWER_CHARS, Parsed, ParseSpec, parse_scores
 
 if TYPE_CHECKING:
     import httpx
@@ -134,6 +134,12 @@ class RawResult:
     invalid: str | None = None
     #: Why, in the provider's words (e.g. ``finish_reason = "length"``).
     invalid_detail: str | None = None
+    #: ``(payload, object)`` when the adapter decoded the payload as a JSON object already
+    #: (http-json reads the reported model from it): :meth:`Screener.parse` then does not
+    #: decode it again. Used only while ``payload`` is that very string; not copied by
+    #: ``dataclasses.replace``.
+    decoded: tuple[str, dict[str, Any]] | None = field(default=None, init=False, repr=False,
+                                                       compare=False)
 
 
 @dataclass(frozen=True)
@@ -304,7 +310,12 @@ class Screener(abc.ABC):
 
     def parse(self, raw: RawResult) -> Parsed:
         """Scores from the answer text (raises :class:`~core.screeners.parsing.ParseError`)."""
-        return parse_scores(raw.payload, self.criteria, self.parse_spec)
+        answer: Any = raw.payload
+        memo = raw.decoded
+        # the object json.loads made of this very text: what extract_json would return
+        if memo is not None and memo[0] is answer and len(answer) <= MAX_ANSWER_CHARS:
+            answer = memo[1]
+        return parse_scores(answer, self.criteria, self.parse_spec)
 
     def render_prompt(self, application: str, candidate_id: str = "",
                       request_id: str = "") -> str:

@@ -94,7 +94,11 @@ async def post_json(client: httpx.AsyncClient, url: str, body: Any,
     lim = limits or CallLimits()
     t0 = time.monotonic()
     try:
-        async with client.stream("POST", url, json=body, headers=dict(headers)) as resp:
+        # what ``client.stream`` does, without its async context manager (a generator frame
+        # that every resumption of the call passes through)
+        request = client.build_request("POST", url, json=body, headers=headers)
+        resp = await client.send(request, stream=True)
+        try:
             chunks: list[bytes] = []
             size = 0
             async for chunk in resp.aiter_bytes():
@@ -109,6 +113,8 @@ async def post_json(client: httpx.AsyncClient, url: str, body: Any,
                                      "arriving (call_deadline_s)", status=resp.status_code)
                 chunks.append(chunk)
             reply = HttpReply(resp.status_code, resp.headers, b"".join(chunks))
+        finally:
+            await resp.aclose()
     except httpx.TimeoutException as exc:
         raise CallFailed(f"timeout ({type(exc).__name__}) calling {url}",
                          retryable=True) from None

@@ -68,11 +68,13 @@ class HttpJsonOptions(HttpOptions):
 def fill_body(template: Any, values: Mapping[str, Any]) -> Any:
     """The template with placeholders filled in every string (recursively)."""
     if isinstance(template, str):
-        for key, val in values.items():
-            if template == "{" + key + "}":
-                return val
+        if "{" not in template:            # no placeholder in it
+            return template
+        key = template[1:-1]
+        if template[0] == "{" and template[-1] == "}" and key in values:
+            return values[key]             # exactly one placeholder: the value itself
         return render_template(template, values)
-    if isinstance(template, Mapping):
+    if type(template) is dict or isinstance(template, Mapping):
         return {k: fill_body(v, values) for k, v in template.items()}
     if isinstance(template, list):
         return [fill_body(v, values) for v in template]
@@ -151,13 +153,18 @@ class HttpJsonScreener(Screener):
                                self.call_limits, self.retryable_http)
         text = resp.text
         model = None
+        doc: Any = None
         if self.model_path:
             try:
-                model = str(get_path(json.loads(text), self.model_path))[:200]
+                doc = json.loads(text)
+                model = str(get_path(doc, self.model_path))[:200]
             except (json.JSONDecodeError, ParseError, ValueError, RecursionError):
                 model = None
-        return RawResult(payload=text, http_status=resp.status_code, model=model,
-                         meta={"provider_request_id": resp.headers.get("x-request-id")})
+        raw = RawResult(payload=text, http_status=resp.status_code, model=model,
+                        meta={"provider_request_id": resp.headers.get("x-request-id")})
+        if type(doc) is dict:   # parse reads the scores from it (one decoding per answer)
+            raw.decoded = (text, doc)
+        return raw
 
     def render_prompt(self, application: str, candidate_id: str = "",
                       request_id: str = "") -> str:
