@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 #: A draw's request id; imported draws without one share their call's made-up id.
-_REQUEST_ID = "coalesce(request_id, 'import:' || candidate_id || ':' || run)"
+_REQUEST_ID = f"coalesce(request_id, {IMPLIED_CALL['request_id']})"
 
 
 def all_calls(audit: str = "$1") -> str:
@@ -179,8 +179,8 @@ class DrawRecords(StoreBase):
         else:
             # a call of an already stored pair without draws (a failed call) keeps its row
             self._insert_new_calls(cur, audit_id, f"{stage}.main.out_calls", unique=True)
-        columns = LEAN_DRAW_COLUMNS if implied_calls and lean_draws else DRAW_COLUMNS
-        table = "imported_draws" if columns is LEAN_DRAW_COLUMNS else "draws"
+        lean = implied_calls and lean_draws
+        columns, table = (LEAN_DRAW_COLUMNS, "imported_draws") if lean else (DRAW_COLUMNS, "draws")
         # unsorted: readers sort (load_draws), and a sort here cost ~10% of the write's CPU on
         # a million rows
         cur.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT $1, "
