@@ -8,8 +8,9 @@ and a sequential loop as the naive baseline.
 The endpoint is tests/fakeserver.py (asyncio streams, HTTP/1.1 keep-alive) in its own process,
 so the server does not share the runner's interpreter. The run goes through the whole engine:
 the http-json adapter, parsing, retries machinery, the batching writer into a DuckDB file.
-Runner and raw httpx are measured ``--repeat`` times, interleaved (runner, raw, raw, runner, …)
-so that a change in the machine's load hits both; each figure is the median, with the CPU
+Runner, raw httpx (SPEC's baseline) and raw aiohttp (the runner's own client, no engine) are
+measured ``--repeat`` times, interleaved (runner, httpx, aiohttp, aiohttp, httpx, runner, …)
+so that a change in the machine's load hits all three; each figure is the median, with the CPU
 seconds of this process (engine, client and writer threads) and of the server process beside
 the wall time, and the load average. Writes a Markdown table to benchmarks/results/runner.md.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import os
 import platform
@@ -29,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import aiohttp
 import httpx
 import pandas as pd
 
@@ -103,10 +106,19 @@ def bench_engine(url: str, calls: int, concurrency: int, db: Path) -> float:
     return wall
 
 
+def httpx_clients(concurrency: int) -> list[httpx.AsyncClient]:
+    """httpx clients holding ``concurrency`` connections in all, in pools of 8 (httpcore assigns
+    requests to connections in O(requests × connections): one pool of 64 costs ~4 ms a call)."""
+    n = max(1, math.ceil(concurrency / 8))
+    sizes = [concurrency // n + (1 if i < concurrency % n else 0) for i in range(n)]
+    return [httpx.AsyncClient(limits=httpx.Limits(max_connections=k, max_keepalive_connections=k),
+                              timeout=httpx.Timeout(30.0)) for k in sizes]
+
+
 def bench_raw_httpx(url: str, calls: int, concurrency: int) -> float:
-    """The floor: the same HTTP clients and concurrency, no engine (no parsing, no store)."""
+    """SPEC's floor: httpx at the same concurrency, no engine (no parsing, no store)."""
     async def go() -> float:
-        clients = make_clients(RunOptions(concurrency=concurrency))
+        clients = httpx_clients(concurrency)
         it = iter(range(calls))
 
         async def worker(client: httpx.AsyncClient) -> None:
@@ -119,6 +131,25 @@ def bench_raw_httpx(url: str, calls: int, concurrency: int) -> float:
         wall = time.perf_counter() - t0
         for c in clients:
             await c.aclose()
+        return wall
+    return asyncio.run(go())
+
+
+def bench_raw_client(url: str, calls: int, concurrency: int) -> float:
+    """The floor of the client the runner uses (its aiohttp session), no engine."""
+    async def go() -> float:
+        session = make_clients(RunOptions(concurrency=concurrency, timeout_s=30))[0]
+        it = iter(range(calls))
+
+        async def worker() -> None:
+            for i in it:
+                async with session.post(url + "/score", json={"candidate_id": f"c{i}",
+                                                              "application": "x"}) as r:
+                    json.loads(await r.read())
+        t0 = time.perf_counter()
+        await asyncio.gather(*[worker() for _ in range(concurrency)])
+        wall = time.perf_counter() - t0
+        await session.close()
         return wall
     return asyncio.run(go())
 
@@ -156,31 +187,36 @@ def main() -> None:
 
     rows = []
     header = ("| calls | c | L (ms) | ideal ⌈calls/c⌉·L (s) | runner wall (s) | vs ideal | "
-              "raw httpx wall (s) | runner vs raw | CPU s runner / raw (client) | "
-              "CPU s server (runner / raw) | load (1 min) | sequential loop (s, extrapolated "
-              "from n) |")
-    sep = "|---|---|---|---|---|---|---|---|---|---|---|---|"
+              "raw httpx wall (s) | runner vs raw httpx | raw aiohttp wall (s) | "
+              "CPU s client: runner / httpx / aiohttp | CPU s server: runner / httpx | "
+              "load (1 min) | sequential loop (s, extrapolated from n) |")
+    sep = "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     print(header)
     print(sep)
     for lat in args.latency_ms:
         proc, url = start_server(lat)
-        eng: list[tuple[float, float, float]] = []
-        raw: list[tuple[float, float, float]] = []
+        arms: dict[str, list[tuple[float, float, float]]] = {"runner": [], "httpx": [],
+                                                             "aiohttp": []}
         loads: list[float] = []
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 bench_engine(url, 256, args.concurrency, Path(tmp) / "warm.duckdb")  # warm-up
                 bench_raw_httpx(url, 256, args.concurrency)
+                bench_raw_client(url, 256, args.concurrency)
                 for i in range(args.repeat):
-                    arms = ["runner", "raw"] if i % 2 == 0 else ["raw", "runner"]
-                    for arm in arms:
+                    order = list(arms) if i % 2 == 0 else list(reversed(arms))
+                    for arm in order:
                         loads.append(os.getloadavg()[0])
                         if arm == "runner":
-                            eng.append(measured(proc, bench_engine, url, args.calls,
-                                                args.concurrency, Path(tmp) / f"b{i}.duckdb"))
+                            got = measured(proc, bench_engine, url, args.calls,
+                                           args.concurrency, Path(tmp) / f"b{i}.duckdb")
+                        elif arm == "httpx":
+                            got = measured(proc, bench_raw_httpx, url, args.calls,
+                                           args.concurrency)
                         else:
-                            raw.append(measured(proc, bench_raw_httpx, url, args.calls,
-                                                args.concurrency))
+                            got = measured(proc, bench_raw_client, url, args.calls,
+                                           args.concurrency)
+                        arms[arm].append(got)
             seq = bench_sequential(url, args.sequential_calls)
         finally:
             proc.terminate()
@@ -188,28 +224,33 @@ def main() -> None:
         ideal = math.ceil(args.calls / args.concurrency) * lat / 1000.0
         seq_total = seq / args.sequential_calls * args.calls
 
-        def med(xs: list[tuple[float, float, float]], k: int) -> float:
-            return statistics.median(x[k] for x in xs)
-        wall, raw_wall = med(eng, 0), med(raw, 0)
+        def med(arm: str, k: int, arms=arms) -> float:
+            return statistics.median(x[k] for x in arms[arm])
+        wall, raw_wall, aio_wall = med("runner", 0), med("httpx", 0), med("aiohttp", 0)
         row = (f"| {args.calls} | {args.concurrency} | {lat:g} | {ideal:.2f} | {wall:.2f} | "
                f"{100 * (wall / ideal - 1):+.1f}% | {raw_wall:.2f} "
                f"({100 * (raw_wall / ideal - 1):+.0f}% vs ideal) | "
-               f"{100 * (wall / raw_wall - 1):+.1f}% | {med(eng, 1):.2f} / {med(raw, 1):.2f} | "
-               f"{med(eng, 2):.2f} / {med(raw, 2):.2f} | {min(loads):.1f}–{max(loads):.1f} | "
+               f"{100 * (wall / raw_wall - 1):+.1f}% | {aio_wall:.2f} "
+               f"({100 * (aio_wall / ideal - 1):+.0f}% vs ideal) | "
+               f"{med('runner', 1):.2f} / {med('httpx', 1):.2f} / {med('aiohttp', 1):.2f} | "
+               f"{med('runner', 2):.2f} / {med('httpx', 2):.2f} | "
+               f"{min(loads):.1f}–{max(loads):.1f} | "
                f"{seq_total:.1f} (n={args.sequential_calls}) |")
         rows.append(row)
         print(row, flush=True)
 
     machine = (f"{platform.platform()}, Python {platform.python_version()}, "
-               f"{os.cpu_count()} CPU(s), httpx {httpx.__version__}")
+               f"{os.cpu_count()} CPU(s), httpx {httpx.__version__}, "
+               f"aiohttp {aiohttp.__version__}")
     text = "\n".join([
         "## Runner overhead (benchmarks/bench_runner.py)",
         "",
         f"Machine: {machine}. Endpoint: tests/fakeserver.py in its own process (asyncio, "
         "HTTP/1.1 keep-alive) with fixed latency L. The runner path is the whole engine "
-        "(http-json adapter, parsing, batching writer into a DuckDB file); raw httpx is the "
-        "same clients and concurrency with no engine. Each wall and CPU figure is the median "
-        f"of {args.repeat} runs, runner and raw interleaved; CPU seconds are user + system of "
+        "(http-json adapter over its aiohttp session, parsing, batching writer into a DuckDB "
+        "file); raw httpx is httpx at the same concurrency with no engine (SPEC's baseline), "
+        "raw aiohttp the runner's own client with no engine. Each wall and CPU figure is the "
+        f"median of {args.repeat} runs, the three interleaved; CPU seconds are user + system of "
         "the client process (all its threads) and of the server process. Target (SPEC §6): "
         "within 10% of the ideal and within 10% of raw httpx.",
         "",

@@ -333,8 +333,9 @@ def test_an_adapters_retry_rule_classifies_a_real_servers_answers(status, retrie
 
 
 async def _call_with_client(scr: Screener) -> RawResult:
-    import httpx
-    async with httpx.AsyncClient(timeout=10) as client:
+    from core.run.clients import make_clients
+    from core.run.options import RunOptions
+    async with make_clients(RunOptions(concurrency=1, timeout_s=10.0))[0] as client:
         return await scr.call(client, ScreenRequest("r" * 32, "c1", 1, "text", 0))
 
 

@@ -18,7 +18,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import httpx
 import pandas as pd
 import pytest
 
@@ -26,6 +25,7 @@ from core.errors import GuardError
 from core.estimate import audit_estimate
 from core.freeze import Criterion, FreezeSheet
 from core.guards import cache_verdict_of, model_populations_of
+from core.run.clients import make_clients
 from core.run.engine import Runner, plan_pairs
 from core.run.handle import RunHandle, registry
 from core.run.options import PriceTable, RunOptions
@@ -350,9 +350,8 @@ def test_anthropic_400_on_temperature_is_a_finding_not_retried(store, server):
 # ---------------------------------------------------------------------------- stop / resume
 def test_cancelling_in_flight_calls_does_not_exhaust_the_pool(store, server):
     async def scenario() -> list[str]:
-        limits = httpx.Limits(max_connections=8, max_keepalive_connections=8)
         states = []
-        async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(10.0)) as client:
+        async with make_clients(RunOptions(concurrency=8, timeout_s=10.0))[0] as client:
             for cycle in range(3):
                 server.set(latency_ms=3000)
                 aid = f"cx{cycle}"

@@ -1,52 +1,41 @@
-"""The run's HTTP clients and request ids.
+"""The run's HTTP client and request ids.
 
-``concurrency`` connections in total, split over clients of :data:`POOL_SHARD` connections
-each, so no request ever waits for a pool slot (PITFALLS: httpx 0.28 leaks a slot when such a
-wait is cancelled); one verified TLS context shared by all of them.
+One ``aiohttp.ClientSession`` per run whose connector holds exactly ``concurrency``
+connections, so no request ever waits for a connection slot; one verified TLS context (certifi's
+roots); no cookie jar (a draw must not depend on what an earlier answer set); proxies from the
+environment (``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY``: :func:`core.screeners.http.
+proxy_for`, applied by :func:`core.screeners.http.post_json`), and nothing else read from it
+(aiohttp's ``trust_env`` would also read ``~/.netrc``).
+
+Why aiohttp rather than httpx: at a fixed latency its CPU per request is about a quarter of
+httpx's (0.4 against 1.9 ms on the 2-core benchmark machine; benchmarks/RESULTS.md), and with
+64 calls in flight on one core that CPU, not the endpoint, set the run's pace.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import math
 import os
 import random
 import ssl
-import sys
 
-import httpx
+import aiohttp
 
 from core.run.options import RunOptions
 
-__all__ = ["POOL_SHARD", "make_clients", "new_request_id"]
+__all__ = ["make_clients", "new_request_id"]
 
 
-#: Connections per client. httpcore's pool assigns requests to connections in O(requests ×
-#: connections) on every request; at 64 connections in one pool that costs more CPU than the
-#: calls themselves (measured: ~4 ms per call), so large concurrency is split over clients.
-POOL_SHARD = 8
-
-
-def _avoid_repeated_failed_import() -> None:
-    """httpcore runs ``import sniffio`` on every request; when sniffio is not installed, each
-    failed import scans ``sys.path`` again (~0.2 ms a request). Record its absence once."""
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
-
-
-def make_clients(options: RunOptions) -> list[httpx.AsyncClient]:
-    """Clients whose pools together hold exactly ``concurrency`` connections."""
-    _avoid_repeated_failed_import()
+def make_clients(options: RunOptions) -> list[aiohttp.ClientSession]:
+    """The run's client (a list, as the engine hands one client per worker group): a session
+    whose connector holds exactly ``concurrency`` connections. Call it inside the run's loop."""
     c = int(options.concurrency)
-    n = max(1, math.ceil(c / POOL_SHARD))
-    sizes = [c // n + (1 if i < c % n else 0) for i in range(n)]
-    timeout = httpx.Timeout(options.timeout_s, connect=options.connect_timeout_s,
-                            pool=options.timeout_s)
-    tls = _ssl_context()  # one verified TLS context shared by the shards (each costs ~25 ms)
-    return [httpx.AsyncClient(limits=httpx.Limits(max_connections=size,
-                                                  max_keepalive_connections=size),
-                              timeout=timeout, follow_redirects=False, verify=tls)
-            for size in sizes]
+    timeout = aiohttp.ClientTimeout(total=None, connect=options.connect_timeout_s,
+                                    sock_connect=options.connect_timeout_s,
+                                    sock_read=options.timeout_s)
+    connector = aiohttp.TCPConnector(limit=c, limit_per_host=0, ssl=_ssl_context(),
+                                     keepalive_timeout=30.0)
+    return [aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False,
+                                  cookie_jar=aiohttp.DummyCookieJar())]
 
 
 _TLS: list[ssl.SSLContext] = []
@@ -58,7 +47,7 @@ def _ssl_context() -> ssl.SSLContext:
         try:
             import certifi
             _TLS.append(ssl.create_default_context(cafile=certifi.where()))
-        except ImportError:  # pragma: no cover - certifi ships with httpx
+        except ImportError:  # pragma: no cover - certifi is a dependency
             _TLS.append(ssl.create_default_context())
     return _TLS[0]
 

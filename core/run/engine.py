@@ -20,7 +20,6 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import numpy as np
 
 from core import guards
@@ -34,6 +33,7 @@ from core.run.retry import CallResult, Retrier
 from core.run.status import RunStatus, StopToken
 from core.run.writer import Writer
 from core.screeners.base import CallLimits, RawResult, ScreenRequest, scrub
+from core.screeners.http import HttpClient
 from core.screeners.parsing import INVALID_KINDS, Parsed, ParseError
 from core.store import Store
 
@@ -87,7 +87,7 @@ class Runner:
     options : RunOptions
     prices : PriceTable, optional
         Cost of each call (by reported model, else the frozen one).
-    client : httpx.AsyncClient, optional
+    client : aiohttp.ClientSession, optional
         Reuse a client (tests); by default one is made with ``concurrency`` connections.
     progress : callable, optional
         Called with a :class:`RunStatus` (at most ~10 times a second, and at the end) from the
@@ -99,7 +99,7 @@ class Runner:
 
     def __init__(self, store: Store, audit_id: str, screener: Any,
                  options: RunOptions | None = None, *, prices: PriceTable | None = None,
-                 client: httpx.AsyncClient | None = None,
+                 client: HttpClient | None = None,
                  progress: Callable[[RunStatus], None] | None = None,
                  stop: StopToken | None = None, until: str = "all") -> None:
         self.store, self.audit_id, self.screener = store, audit_id, screener
@@ -222,9 +222,9 @@ class Runner:
         writer = Writer(self.store, self.audit_id, self.options.batch_rows,
                         self.options.flush_s)
         self._writer = writer
-        own_clients: list[httpx.AsyncClient] = []
+        own_clients: list[HttpClient] = []
         if self._client is not None:
-            clients: list[httpx.AsyncClient | None] = [self._client]
+            clients: list[HttpClient | None] = [self._client]
         elif getattr(self.screener, "uses_http", False):
             own_clients = make_clients(self.options)
             clients = list(own_clients)
@@ -251,7 +251,7 @@ class Runner:
             if deadline is not None:
                 deadline.cancel()
             for c in own_clients:
-                await c.aclose()
+                await c.close()
             writer.close()
         if writer.error is not None:
             msg = scrub(f"writing results failed: {writer.error}")
@@ -330,7 +330,7 @@ class Runner:
             return set(self._done_pairs)
 
     # ------------------------------------------------------------------ pre-flight
-    async def _preflight(self, clients: list[httpx.AsyncClient | None], apps: dict[str, str],
+    async def _preflight(self, clients: list[HttpClient | None], apps: dict[str, str],
                          strata: dict[str, Any],
                          completed: set[tuple[str, int]]) -> GuardError | None:
         band = sorted(c for c, s in strata.items() if s == "band")
@@ -368,7 +368,7 @@ class Runner:
                 t.cancel()
         loop.call_soon_threadsafe(_cancel)
 
-    async def _drive(self, clients: list[httpx.AsyncClient | None],
+    async def _drive(self, clients: list[HttpClient | None],
                      pairs: list[tuple[str, int]], preflight: bool = False) -> None:
         if not pairs or self.stop_token.is_set():
             return
@@ -376,7 +376,7 @@ class Runner:
         ended: list[bool] = []
         n_workers = max(1, min(int(self.options.concurrency), len(pairs)))
 
-        async def worker(client: httpx.AsyncClient | None) -> None:
+        async def worker(client: HttpClient | None) -> None:
             for cid, run in it:
                 if self.stop_token.is_set():
                     return
@@ -394,7 +394,7 @@ class Runner:
         finally:
             self._tasks = []
 
-    async def _do_pair(self, client: httpx.AsyncClient | None, cid: str, run: int,
+    async def _do_pair(self, client: HttpClient | None, cid: str, run: int,
                        preflight: bool) -> None:
         # the pair's budget of calls holds across the pre-flight and the run of one session
         while self._pair_calls.get((cid, run), 0) < int(self.options.max_calls_per_pair):
@@ -415,7 +415,7 @@ class Runner:
         with self._lock:
             self._counts["retries"] += 1
 
-    async def _one_call(self, client: httpx.AsyncClient | None, cid: str, run: int,
+    async def _one_call(self, client: HttpClient | None, cid: str, run: int,
                         call_no: int, preflight: bool) -> tuple[bool, bool, str | None]:
         """One call with its retries. Returns (a draw was stored, a finding, failure kind)."""
         request_id = new_request_id()

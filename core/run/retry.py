@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from aiolimiter import AsyncLimiter
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 from tenacity.stop import stop_base
@@ -26,6 +25,7 @@ from tenacity.wait import wait_base, wait_random_exponential
 
 from core.run.options import RunOptions
 from core.screeners.base import CallFailed, RawResult, ScreenRequest
+from core.screeners.http import HttpClient
 
 __all__ = ["CallResult", "RetryAfterWait", "Retrier", "rate_limiter"]
 
@@ -138,7 +138,7 @@ class Retrier:
             f"retry_wait_total_s = {opts.retry_wait_total_s:g} s or call_deadline_s = "
             f"{opts.call_deadline_s:g} s", status=exc.status, payload=exc.payload)
 
-    async def _attempt(self, screener: Any, client: httpx.AsyncClient | None,
+    async def _attempt(self, screener: Any, client: HttpClient | None,
                        req: ScreenRequest, out: CallResult) -> RawResult:
         """One attempt (after a slot of the rate limiter); an adapter bug is a failed call."""
         out.attempts += 1
@@ -158,7 +158,7 @@ class Retrier:
         out.latency_ms = (time.perf_counter() - t0) * 1000.0
         return raw
 
-    async def call(self, screener: Any, client: httpx.AsyncClient | None,
+    async def call(self, screener: Any, client: HttpClient | None,
                    req: ScreenRequest, out: CallResult | None = None) -> CallResult:
         """The call with its retries, filling ``out``; raises only ``asyncio.CancelledError``
         (``out`` then holds the attempts made so far).

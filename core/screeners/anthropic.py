@@ -20,7 +20,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import httpx
 from pydantic import Field
 
 from core.freeze import Criterion
@@ -32,7 +31,7 @@ from core.screeners.base import (
     ScreenRequest,
     as_count,
 )
-from core.screeners.http import post_json
+from core.screeners.http import HttpClient, post_json
 from core.screeners.options import ChatOptions
 from core.screeners.parsing import ParseSpec
 from core.screeners.prompts import (
@@ -153,7 +152,7 @@ class AnthropicScreener(Screener):
         body.update(self.sampling)
         return body
 
-    async def call(self, client: httpx.AsyncClient | None, request: ScreenRequest) -> RawResult:
+    async def call(self, client: HttpClient | None, request: ScreenRequest) -> RawResult:
         if client is None:
             raise CallFailed("the anthropic screener needs an HTTP client")
         headers = {"anthropic-version": ANTHROPIC_VERSION, "X-Request-ID": request.request_id}

@@ -37,7 +37,7 @@ from core.freeze import Criterion, FreezeSheet
 from core.screeners.parsing import MAX_ANSWER_CHARS, Parsed, ParseSpec, parse_scores
 
 if TYPE_CHECKING:
-    import httpx
+    from core.screeners.http import HttpClient
 
 __all__ = [
     "REDACTED",
@@ -230,7 +230,7 @@ class Screener(abc.ABC):
     A subclass sets ``kind`` (which registers it), ``title`` (the Run page's label), ``Options``
     (a :class:`core.screeners.options.ScreenerOptions` subclass with ``kind`` as its
     ``Literal`` tag), implements :meth:`from_options` and :meth:`call`, and may refine its retry
-    rule. ``uses_http`` tells the engine whether to open an ``httpx.AsyncClient``; ``model`` is
+    rule. ``uses_http`` tells the engine whether to open an HTTP client session; ``model`` is
     the model id sent (the frozen one).
     """
 
@@ -304,7 +304,7 @@ class Screener(abc.ABC):
 
     # ------------------------------------------------------------------ calling
     @abc.abstractmethod
-    async def call(self, client: httpx.AsyncClient | None,
+    async def call(self, client: HttpClient | None,
                    request: ScreenRequest) -> RawResult:
         """One call of the screener on one application (the adapter's whole job)."""
 

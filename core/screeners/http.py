@@ -6,6 +6,11 @@ rule it is given (:meth:`core.screeners.base.Screener.retryable_http`; by defaul
 425 / 429 / 5xx) and the server's ``retry-after-ms`` / ``Retry-After`` hint; timeouts and
 transport errors are retryable; any other 4xx is ``finding=True`` — a 400 such as "temperature
 is not supported for this model" is a fact about the harness, not noise, and is never retried.
+
+The client is an ``aiohttp.ClientSession`` (made by :func:`core.run.clients.make_clients`):
+at a fixed latency its CPU per request is about a quarter of httpx's (0.4 against 1.9 ms on
+the 2-core benchmark machine, benchmarks/RESULTS.md), which decides whether a run of 2,000
+calls at concurrency 64 keeps up with the endpoint at all.
 """
 
 from __future__ import annotations
@@ -14,16 +19,22 @@ import email.utils
 import json
 import math
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-import httpx
+import aiohttp
 
 from core.screeners.base import CallFailed, CallLimits
 
-__all__ = ["RETRY_STATUSES", "HttpReply", "default_retryable", "parse_retry_after",
-           "post_json"]
+__all__ = ["RETRY_STATUSES", "HttpClient", "HttpReply", "default_retryable",
+           "parse_retry_after", "post_json", "proxy_for"]
+
+#: The HTTP client the adapters are handed (one per run, shared by its workers).
+HttpClient = aiohttp.ClientSession
 
 #: HTTP statuses retried by default (with backoff); every other 4xx is a finding.
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
@@ -81,46 +92,47 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     return None
 
 
-async def post_json(client: httpx.AsyncClient, url: str, body: Any,
+async def post_json(client: HttpClient, url: str, body: Any,
                     headers: Mapping[str, str], limits: CallLimits | None = None,
                     retryable: Callable[[int, str], bool] = default_retryable) -> HttpReply:
     """POST ``body`` as JSON; return a 2xx reply or raise a classified :class:`CallFailed`.
 
     The body is streamed in and refused past ``limits.max_response_bytes`` or
     ``limits.deadline_s`` (checked as each chunk arrives: a server dripping one byte a second
-    trips it). No ``asyncio.wait_for`` here: the client's own timeouts apply (PITFALLS:
-    cancelling a request that waits for a pool slot leaks the slot in httpx 0.28).
+    trips it). No ``asyncio.wait_for`` here: the session's own timeouts apply (a connect
+    timeout and a read timeout between bytes, :func:`core.run.clients.make_clients`).
+    Redirects are not followed (a screener endpoint that redirects is a finding).
     """
     lim = limits or CallLimits()
     t0 = time.monotonic()
     try:
-        # what ``client.stream`` does, without its async context manager (a generator frame
-        # that every resumption of the call passes through)
-        request = client.build_request("POST", url, json=body, headers=headers)
-        resp = await client.send(request, stream=True)
-        try:
+        # httpx's encoding (compact, UTF-8, no NaN: a NaN is no JSON and fails the call)
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False).encode()
+        async with client.post(url, data=data, headers=_with_json_type(headers),
+                               allow_redirects=False, proxy=proxy_for(url)) as resp:
             chunks: list[bytes] = []
             size = 0
-            async for chunk in resp.aiter_bytes():
+            async for chunk in resp.content.iter_any():
                 size += len(chunk)
                 if size > lim.max_response_bytes:
+                    resp.close()   # the rest is not read: the connection is dropped
                     raise CallFailed(f"the response from {url} is over "
                                      f"{lim.max_response_bytes:,} bytes (max_response_bytes); "
-                                     "it was not read further", status=resp.status_code)
+                                     "it was not read further", status=resp.status)
                 if time.monotonic() - t0 > lim.deadline_s:
+                    resp.close()
                     raise CallFailed(f"the call to {url} ran past its deadline of "
                                      f"{lim.deadline_s:g} s while the response was still "
-                                     "arriving (call_deadline_s)", status=resp.status_code)
+                                     "arriving (call_deadline_s)", status=resp.status)
                 chunks.append(chunk)
-            reply = HttpReply(resp.status_code, resp.headers, b"".join(chunks))
-        finally:
-            await resp.aclose()
-    except httpx.TimeoutException as exc:
+            reply = HttpReply(resp.status, resp.headers, b"".join(chunks))
+    except TimeoutError as exc:  # aiohttp's ServerTimeoutError too
         raise CallFailed(f"timeout ({type(exc).__name__}) calling {url}",
                          retryable=True) from None
-    except httpx.TransportError as exc:
-        raise CallFailed(f"transport error ({type(exc).__name__}: {exc}) calling {url}",
-                         retryable=True) from None
+    except aiohttp.ClientError as exc:
+        raise CallFailed(f"transport error ({type(exc).__name__}: {_transport_detail(exc)}) "
+                         f"calling {url}", retryable=True) from None
     if reply.status_code < 300:
         return reply
     text = reply.text
@@ -132,6 +144,38 @@ async def post_json(client: httpx.AsyncClient, url: str, body: Any,
     hint = _rejection_hint(reply.status_code, text, body)
     raise CallFailed(f"HTTP {reply.status_code} (not retried; a finding about the harness): "
                      f"{detail}{hint}", status=reply.status_code, finding=True, payload=text)
+
+
+@lru_cache(maxsize=64)
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment names for ``url`` (urllib's reading of ``*_PROXY`` and
+    ``NO_PROXY``, as httpx does), or None; loopback is never proxied."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return None
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy:
+        return None
+    if urllib.request.proxy_bypass_environment(host, proxies):
+        return None
+    return proxy
+
+
+def _with_json_type(headers: Mapping[str, str]) -> Mapping[str, str]:
+    """The headers with ``Content-Type: application/json`` unless they set their own."""
+    for k in headers:
+        if k.lower() == "content-type":
+            return headers
+    return {"Content-Type": "application/json", **headers}
+
+
+def _transport_detail(exc: aiohttp.ClientError) -> str:
+    """The error's words without the request it carries (never its headers: they hold keys)."""
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"HTTP {exc.status}, {exc.message}"
+    return str(exc) or type(exc).__name__
 
 
 def _rejection_hint(status: int, text: str, body: Any) -> str:

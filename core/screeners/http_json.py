@@ -13,7 +13,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import httpx
 from pydantic import Field
 
 from core.errors import InputError
@@ -25,7 +24,7 @@ from core.screeners.base import (
     Screener,
     ScreenRequest,
 )
-from core.screeners.http import post_json
+from core.screeners.http import HttpClient, post_json
 from core.screeners.options import HttpOptions, config_only
 from core.screeners.parsing import ParseError, ParseSpec, get_path
 from core.screeners.prompts import render_template, require_application, template_text
@@ -145,7 +144,7 @@ class HttpJsonScreener(Screener):
                 "request_id": request.request_id, "run": request.run, "seed": request.seed,
                 "model": self.model}
 
-    async def call(self, client: httpx.AsyncClient | None, request: ScreenRequest) -> RawResult:
+    async def call(self, client: HttpClient | None, request: ScreenRequest) -> RawResult:
         if client is None:
             raise CallFailed("the http-json screener needs an HTTP client")
         body = fill_body(self.body_template, self._values(request))

@@ -25,7 +25,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-import httpx
 from pydantic import Field
 
 from core.errors import InputError
@@ -38,7 +37,7 @@ from core.screeners.base import (
     ScreenRequest,
     as_count,
 )
-from core.screeners.http import post_json
+from core.screeners.http import HttpClient, post_json
 from core.screeners.options import ChatOptions, config_only
 from core.screeners.parsing import ParseSpec
 from core.screeners.prompts import (
@@ -176,7 +175,7 @@ class OpenAIChatScreener(Screener):
             body.pop("seed", None)
         return body
 
-    async def call(self, client: httpx.AsyncClient | None, request: ScreenRequest) -> RawResult:
+    async def call(self, client: HttpClient | None, request: ScreenRequest) -> RawResult:
         if client is None:
             raise CallFailed("the openai-chat screener needs an HTTP client")
         headers = {"X-Request-ID": request.request_id}
