@@ -349,3 +349,21 @@ def test_the_anthropic_adapter_also_retries_an_overloaded_body_the_others_do_not
                                                                                   overloaded)
     assert not anthropic.retryable_http(400, '{"error": {"message": "temperature"}}')
     assert not anthropic.should_retry(ValueError("not a call failure"))
+
+
+def test_the_proxy_comes_from_the_environment_only_and_loopback_is_never_proxied(monkeypatch):
+    from core.screeners.http import proxy_for
+    for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+              "all_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    proxy_for.cache_clear()
+    assert proxy_for("https://api.example.com/v1/chat/completions") is None
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.corp")
+    proxy_for.cache_clear()
+    assert proxy_for("https://api.example.com/v1") == "http://proxy.corp:3128"
+    assert proxy_for("http://api.example.com/v1") is None          # no HTTP_PROXY set
+    assert proxy_for("https://llm.internal.corp/v1") is None         # NO_PROXY
+    assert proxy_for("https://127.0.0.1:8080/v1") is None            # loopback
+    assert proxy_for("http://localhost:8080/v1") is None
+    proxy_for.cache_clear()

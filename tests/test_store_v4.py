@@ -145,8 +145,9 @@ def test_lean_draws_read_back_as_staged_and_a_clipped_import_keeps_full_rows(tmp
     assert clipped["clipped"].sum() == 2 and skills["score"].max() == 5.0
 
 
+@pytest.mark.parametrize("fresh_calls", [False, True], ids=["checked-ids", "runner-fresh-ids"])
 def test_a_run_into_an_imported_audit_skips_imported_pairs_and_never_stores_a_draw_twice(
-        tmp_path):
+        tmp_path, fresh_calls):
     db = tmp_path / "a.duckdb"
     s = Store(db)
     import_draws(s, "A", _long_csv(tmp_path / "d.csv", cands=("A", "B"), runs=(1, 2)))
@@ -157,9 +158,11 @@ def test_a_run_into_an_imported_audit_skips_imported_pairs_and_never_stores_a_dr
                                        "run": [3], "status": ["ok"]}),
                     pd.DataFrame({"candidate_id": ["A", "A"], "run": [1, 3],
                                   "criterion": ["skills", "skills"], "score": [99.0, 5.0],
-                                  "request_id": ["q-old", "q-new"]}))
+                                  "request_id": ["q-old", "q-new"]}),
+                    fresh_calls=fresh_calls)
     got = s.load_draws("A")
     assert len(got) == 9 and 99.0 not in got["score"].tolist()
+    assert s.load_calls("A")["request_id"].tolist().count("q-new") == 1
     assert got.loc[got["run"] == 3, "request_id"].tolist() == ["q-new"]
     # a second file with a pair already imported is refused, naming its line
     with pytest.raises(InputError, match="line 2: candidate 'B' run 2 is already stored"):

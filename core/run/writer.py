@@ -181,7 +181,7 @@ class Writer:
         draws = [d for _, rows in batch for d in rows]
         try:
             self.store.write_results(self.audit_id, calls_frame(calls),
-                                     draws_frame(draws) if draws else None)
+                                     draws_frame(draws) if draws else None, fresh_calls=True)
             self.written_calls += len(calls)
             self.batches += 1
         except StoreError as exc:
