@@ -27,7 +27,7 @@ from core.errors import InputError
 from core.freeze import TOTAL, Criterion
 from core.store.connection import Staging
 from core.store.filetable import FileTable
-from core.store.schema import CALL_COLUMNS
+from core.store.schema import CALL_COLUMNS, IMPLIED_CALL, implied_request_id
 from core.tables import Fault, FileFaults, shown_value
 
 if TYPE_CHECKING:
@@ -316,12 +316,11 @@ def _stage_outputs(t: FileTable, extras: dict[str, bool], clip: bool,
                    bounds: dict[str, tuple[float, float]]) -> None:
     """``out_calls``, ``out_draws`` (clipped when asked) and ``out_candidates`` in the staging
     database: the normalized import, one call per (candidate, run)."""
-    rid = "coalesce(c.request_id, 'import:' || c.candidate_id || ':' || c.run)"
-    given = {"candidate_id": "c.candidate_id", "run": "c.run", "request_id": rid,
+    rid = f"coalesce(c.request_id, {implied_request_id('c')})"
+    given = {**IMPLIED_CALL, "candidate_id": "c.candidate_id", "run": "c.run", "request_id": rid,
              "model": "c.model", "raw_payload": "c.raw_payload",
              "payload_sha256": "CASE WHEN c.raw_payload IS NULL THEN NULL ELSE "
-                               "sha256(c.raw_payload) END",
-             "status": "'ok'", "source": "'import'", "attempts": "1"}
+                               "sha256(c.raw_payload) END"}
     cols = [f"{given.get(col, 'NULL')} AS {col}" for col in CALL_COLUMNS[1:]]
     # views: computed once, while the import is copied into the audit (or read as frames)
     t.create("out_calls", f"SELECT {', '.join(cols)}, c.first_line FROM calls c", view=True)
@@ -377,8 +376,8 @@ def _require(t: FileTable, required: list[str], what: str) -> None:
 
 
 _STAGED = {
-    "draws": ("SELECT * REPLACE (coalesce(request_id, 'import:' || candidate_id || ':' || run) "
-              "AS request_id) FROM out_draws ORDER BY candidate_id, run, criterion",
+    "draws": (f"SELECT * REPLACE (coalesce(request_id, {implied_request_id()}) AS request_id) "
+              "FROM out_draws ORDER BY candidate_id, run, criterion",
               ("request_id", "model")),
     "calls": ("SELECT * EXCLUDE (first_line) FROM out_calls ORDER BY candidate_id, run",
               ("request_id", "model", "raw_payload", "payload_sha256")),

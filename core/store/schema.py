@@ -23,7 +23,7 @@ from __future__ import annotations
 
 __all__ = ["SCHEMA_VERSION", "SCHEMA", "MIGRATIONS", "CALL_COLUMNS", "DRAW_COLUMNS",
            "CANDIDATE_COLUMNS", "DRAW_KEY", "IMPLIED_CALL",
-           "LEAN_DRAW_COLUMNS"]
+           "LEAN_DRAW_COLUMNS", "implied_request_id"]
 
 SCHEMA_VERSION = 4
 
@@ -105,7 +105,14 @@ DRAW_COLUMNS = ["audit_id", "candidate_id", "run", "criterion", "score", "reques
                 "clipped"]
 #: The columns of an implied call (a row of ``imported_calls``) that are not NULL; the request
 #: id is the one made up for an imported row without one.
-IMPLIED_CALL = {"request_id": "'import:' || candidate_id || ':' || run", "attempts": "1",
+def implied_request_id(table: str = "") -> str:
+    """The SQL of the request id made up for an imported call without one,
+    ``import:<candidate>:<run>`` (``table``: the alias its columns are read from)."""
+    t = f"{table}." if table else ""
+    return f"'import:' || {t}candidate_id || ':' || {t}run"
+
+
+IMPLIED_CALL = {"request_id": implied_request_id(), "attempts": "1",
                 "status": "'ok'", "source": "'import'"}
 CANDIDATE_COLUMNS = ["audit_id", "candidate_id", "stratum", "first_pass_score", "application"]
 
