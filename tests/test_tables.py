@@ -1,4 +1,4 @@
-"""Reading files from outside (core/tables.py, core/store/files.py): bounds checked before reading whole, and files
+"""Reading files from outside (core/tables.py, core/scan.py, core/store/files.py): bounds checked before reading whole, and files
 that are not what they claim refused with one clear line — on real files written to tmp."""
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ def test_the_byte_scan_finds_what_the_whole_file_holds_at_any_chunk_size(seed, m
     between digits are found wherever they fall against the chunk boundaries."""
     import random
 
-    import core.tables as tables
+    import core.scan as scan
 
     rng = random.Random(seed)
     path = tmp_path / "f.csv"
@@ -304,11 +304,11 @@ def test_the_byte_scan_finds_what_the_whole_file_holds_at_any_chunk_size(seed, m
             rng.choice(_PIECES) for _ in range(rng.randint(0, 40)))
         cap = rng.choice([5, 9, 1000])
         # (chunks hold the header line whole, as the real 8 MB chunks do under the line cap)
-        monkeypatch.setattr(tables, "_CHUNK", rng.choice([6, 7, 9, 13, 64, 1 << 16]))
+        monkeypatch.setattr(scan, "_CHUNK", rng.choice([6, 7, 9, 13, 64, 1 << 16]))
         path.write_bytes(data)
         want = _reference_scan(data, cap)
         try:
-            got = tables.scan_text(path, "f.csv", Limits.from_env(max_line_kb=cap / 1024),
+            got = scan.scan_text(path, "f.csv", Limits.from_env(max_line_kb=cap / 1024),
                                    "csv")
         except InputError as exc:
             assert want[0] == "too long", (data, exc)
@@ -316,11 +316,11 @@ def test_the_byte_scan_finds_what_the_whole_file_holds_at_any_chunk_size(seed, m
             continue
         assert want[0] == "ok", (data, want)
         assert (got.blank_lines, got.mixed_endings, got.controls, got.quoted_or_tab) == \
-            want[1:5], (data, tables._CHUNK)
+            want[1:5], (data, scan._CHUNK)
         # the same blank lines from the pass that looks for nothing else, and the same scan
         # but the blank lines when they are not looked for (a CSV's fast path)
-        assert tables.find_blank_lines(path) == want[1], (data, tables._CHUNK)
-        quick = tables.scan_text(path, "f.csv", Limits.from_env(max_line_kb=cap / 1024),
+        assert scan.find_blank_lines(path) == want[1], (data, scan._CHUNK)
+        quick = scan.scan_text(path, "f.csv", Limits.from_env(max_line_kb=cap / 1024),
                                  "csv", blanks=False)
         assert quick.blank_lines is None and quick.sha256 == got.sha256 == \
             hashlib.sha256(data).hexdigest()

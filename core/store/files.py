@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 
 from core.errors import InputError
+from core.scan import Scan, find_blank_lines, scan_text
 from core.store.connection import MEMORY_LIMIT_MB, Staging
 from core.store.filetable import _KIND_TEXT, FileTable, _lit, _q
 from core.tables import (
@@ -30,14 +31,11 @@ from core.tables import (
     Fault,
     FileFaults,
     Limits,
-    Scan,
     Source,
-    _mb,
     as_path,
     detect_format,
-    find_blank_lines,
+    mb_text,
     name_of,
-    scan_text,
 )
 
 __all__ = ["open_table", "NumberColumns"]
@@ -254,7 +252,7 @@ def _load_parquet(con: duckdb.DuckDBPyConnection, path: Path, display: str, limi
                          "was read", file=display)
     raw_size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
     if raw_size > limits.max_bytes:
-        raise InputError(f"unpacks to {_mb(raw_size)} (from its metadata), over the "
+        raise InputError(f"unpacks to {mb_text(raw_size)} (from its metadata), over the "
                          f"{limits.describe_bytes()} cap (AUDIT_MAX_FILE_MB / --max-file-mb); "
                          "nothing was read", file=display)
     try:
