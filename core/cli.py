@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.cli_args import (
+    MAX_K,
+    audit_name,
+    band_k,
+    finite_float,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    run_count,
+)
 from core.errors import AuditError, InputError
 from core.format import csv_safe_frame, term_escape, term_lines
-from core.run.options import RUNS_RANGE
 from core.store import DEFAULT_DB
 
 if TYPE_CHECKING:  # not at start: `import` of a file never loads pandas
@@ -25,83 +34,8 @@ if TYPE_CHECKING:  # not at start: `import` of a file never loads pandas
 __all__ = ["main", "build_parser", "DEFAULT_DB"]
 
 
-def _number(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return v
-
-
-def _finite_float(text: str) -> float:
-    return _number(text)
-
-
-def _positive_float(text: str) -> float:
-    v = _number(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, got {text!r}")
-    return v
-
-
-def _nonneg_float(text: str) -> float:
-    v = _number(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError("must be a positive whole number")
-    return v
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return v
-
-
-#: The widest band the report sizes (the Band page's slider stops at 4): a k beyond it says
-#: nothing a person could act on, and a huge one overflows k·σ into "no spread".
-MAX_K = 10.0
-
-
-def _band_k(text: str) -> float:
-    v = _positive_float(text)
-    if v > MAX_K:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_K:g} within-SDs, got {text!r}")
-    return v
-
-
-def _runs(text: str) -> int:
-    v = _positive_int(text)
-    lo, hi = RUNS_RANGE
-    if not lo <= v <= hi:
-        raise argparse.ArgumentTypeError(f"must be from {lo} to {hi:,} runs, got {text!r}")
-    return v
-
-
-def _audit_name(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("an audit needs a name (an empty id cannot be "
-                                         "reported, linked or chosen again)")
-    return text
-
-
 def _add_analysis_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cutoff", type=_finite_float, help="the cutoff that gates the stage today")
+    p.add_argument("--cutoff", type=finite_float, help="the cutoff that gates the stage today")
     p.add_argument("--comparison", choices=[">=", ">"], help="pass means total >= cutoff "
                    "(default) or > cutoff")
     p.add_argument("--pool", help="pool file (candidate_id, first_pass_score): needed for the "
@@ -110,14 +44,14 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    "'technical_skills:10,experience:25:2,…' or a CSV with criterion,max,weight")
     p.add_argument("--clip", action="store_true", help="clip scores outside 0..max (counted "
                    "and reported) instead of rejecting the file")
-    p.add_argument("--applications-per-req", type=_positive_float, dest="applications_per_req",
+    p.add_argument("--applications-per-req", type=positive_float, dest="applications_per_req",
                    help="applications per req (default: the pool size)")
-    p.add_argument("--k", type=_band_k, help="band width in within-SDs (default 2, at most "
+    p.add_argument("--k", type=band_k, help="band width in within-SDs (default 2, at most "
                    f"{MAX_K:g})")
-    p.add_argument("--top", type=_positive_int, dest="top_k", help="the recruiter works the top "
+    p.add_argument("--top", type=positive_int, dest="top_k", help="the recruiter works the top "
                    "K of a ranked list: the effective cutoff is the K-th highest pool score")
-    p.add_argument("--of", type=_positive_int, dest="of_n", help="…of a list of N")
-    p.add_argument("--capacity", type=_nonneg_float,
+    p.add_argument("--of", type=positive_int, dest="of_n", help="…of a list of N")
+    p.add_argument("--capacity", type=nonneg_float,
                    help="reviewer capacity in manual reviews per req")
     p.add_argument("--format", choices=["text", "md", "json", "html"], default="text")
     p.add_argument("--out", help="write the report to this file instead of stdout")
@@ -141,7 +75,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                    "candidates and whose frozen model they report.")
     p.add_argument("file", help="draws file")
     p.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB file (default {DEFAULT_DB})")
-    p.add_argument("--audit", required=True, type=_audit_name,
+    p.add_argument("--audit", required=True, type=audit_name,
                    help="audit id to import into (created if new)")
     p.add_argument("--pool", help="pool file (candidate_id, first_pass_score)")
     p.add_argument("--criteria", help="criteria maxima and weights: 'name:max[:weight],…' or a "
@@ -149,8 +83,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    "maxima an implausible score rejects the file")
     p.add_argument("--clip", action="store_true", help="clip scores outside 0..max (counted "
                    "and reported) instead of rejecting the file")
-    p.add_argument("--cutoff", type=_finite_float, help="store the audit's cutoff")
-    p.add_argument("--applications-per-req", type=_positive_float, dest="applications_per_req")
+    p.add_argument("--cutoff", type=finite_float, help="store the audit's cutoff")
+    p.add_argument("--applications-per-req", type=positive_float, dest="applications_per_req")
     p.add_argument("--max-file-mb", type=float, dest="max_file_mb",
                    help="refuse files larger than this (default 1024, or AUDIT_MAX_FILE_MB)")
     p.add_argument("--max-rows", type=float, dest="max_rows",
@@ -170,24 +104,24 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        description="Band candidates within cutoff ± 1.5·spread and anchors at "
                                    "least 3·spread away on each side, seeded.")
     p.add_argument("pool", help="pool file (candidate_id, first_pass_score)")
-    p.add_argument("--cutoff", type=_finite_float, help="cutoff (or use --top/--of)")
-    p.add_argument("--top", type=_positive_int, dest="top_k", help="effective cutoff = K-th "
+    p.add_argument("--cutoff", type=finite_float, help="cutoff (or use --top/--of)")
+    p.add_argument("--top", type=positive_int, dest="top_k", help="effective cutoff = K-th "
                    "highest pool score")
-    p.add_argument("--spread", type=_positive_float, required=True,
+    p.add_argument("--spread", type=positive_float, required=True,
                    help="expected within-candidate SD in points (estimate, or a pilot's)")
-    p.add_argument("--band", type=_nonneg_int, default=None, help="band candidates (default 24)")
-    p.add_argument("--high", type=_nonneg_int, default=None, help="high anchors (default 8)")
-    p.add_argument("--low", type=_nonneg_int, default=None, help="low anchors (default 8)")
-    p.add_argument("--runs", type=_runs, default=None,
+    p.add_argument("--band", type=nonneg_int, default=None, help="band candidates (default 24)")
+    p.add_argument("--high", type=nonneg_int, default=None, help="high anchors (default 8)")
+    p.add_argument("--low", type=nonneg_int, default=None, help="low anchors (default 8)")
+    p.add_argument("--runs", type=run_count, default=None,
                    help="runs per candidate (default 15)")
-    p.add_argument("--seed", type=_nonneg_int, default=0)
+    p.add_argument("--seed", type=nonneg_int, default=0)
     p.add_argument("--reduced", action="store_true",
                    help="reduced preset: 24 band, 6 anchors a side, 6 runs = 216 calls")
     p.add_argument("--out", required=True, help="sample CSV to write")
     p.add_argument("--db", help="DuckDB file with the audit whose screener, prices and "
                    "latency the estimate uses (as the Sample page does)")
     p.add_argument("--audit", help="audit id in --db")
-    p.add_argument("--latency", type=_positive_float, default=None,
+    p.add_argument("--latency", type=positive_float, default=None,
                    help="seconds per call for the wall-time estimate (else the audit's "
                         "measured or typed latency, else a stated default)")
 
@@ -215,14 +149,14 @@ def _add_compare_parser(sub: Any) -> None:
     p.add_argument("--db", default=DEFAULT_DB, help=f"DuckDB file (default {DEFAULT_DB})")
     p.add_argument("--audit", action="append", required=True, metavar="ID",
                    help="give it twice: --audit A --audit B")
-    p.add_argument("--cutoff", type=_finite_float, help="one cutoff for both (default: A's "
+    p.add_argument("--cutoff", type=finite_float, help="one cutoff for both (default: A's "
                    "audited cutoff)")
-    p.add_argument("--k", type=_band_k, help="band width in within-SDs (default: A's setting)")
+    p.add_argument("--k", type=band_k, help="band width in within-SDs (default: A's setting)")
     p.add_argument("--capacity", type=float, help="reviewer capacity in manual reviews per req, "
                    "for both")
     p.add_argument("--reps", type=int, default=2000, help="bootstrap replications (default "
                    "2000)")
-    p.add_argument("--seed", type=_nonneg_int, default=0, help="bootstrap seed (default 0)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="bootstrap seed (default 0)")
     p.add_argument("--format", choices=["text", "md", "json", "html"], default="text")
     p.add_argument("--out", help="write the report to this file instead of stdout")
     p.set_defaults(func=_cmd_compare)
