@@ -41,21 +41,22 @@ def nonneg_float(text: str) -> float:
     return v
 
 
-def positive_int(text: str) -> int:
+def _whole(text: str) -> int:
     try:
-        v = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    v = _whole(text)
     if v < 1:
         raise argparse.ArgumentTypeError("must be a positive whole number")
     return v
 
 
 def nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    v = _whole(text)
     if v < 0:
         raise argparse.ArgumentTypeError("must be 0 or more")
     return v
