@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
 import subprocess
@@ -25,7 +26,7 @@ from streamlit.testing.v1 import AppTest
 from core.config import parse_config
 from core.errors import InputError
 from core.freeze import Criterion
-from core.screeners.base import BuildContext, RawResult, Screener, ScreenRequest
+from core.screeners.base import BuildContext, CallFailed, RawResult, Screener, ScreenRequest
 from core.screeners.options import ScreenerOptions, form_fields
 from core.screeners.registry import SCREENERS, build_screener
 
@@ -367,3 +368,43 @@ def test_the_proxy_comes_from_the_environment_only_and_loopback_is_never_proxied
     assert proxy_for("https://127.0.0.1:8080/v1") is None            # loopback
     assert proxy_for("http://localhost:8080/v1") is None
     proxy_for.cache_clear()
+
+
+def test_an_https_endpoint_with_an_untrusted_certificate_is_refused(tmp_path):
+    """TLS is verified (certifi's roots): a self-signed server on 127.0.0.1 gets no request."""
+    import shutil
+    import ssl
+
+    from core.run.clients import make_clients
+    from core.run.options import RunOptions
+    from core.screeners.http import post_json
+
+    openssl = shutil.which("openssl")
+    assert openssl, "the openssl command makes the test's self-signed certificate"
+    key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    served: list[bytes] = []
+
+    async def handle(reader, writer):
+        served.append(await reader.read(100))
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        await writer.drain()
+        writer.close()
+
+    async def scenario() -> CallFailed:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=ctx)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with make_clients(RunOptions(concurrency=1, timeout_s=10.0))[0] as client:
+                with pytest.raises(CallFailed) as e:
+                    await post_json(client, f"https://127.0.0.1:{port}/score", {"a": 1}, {})
+                return e.value
+        finally:
+            server.close()
+    failure = asyncio.run(scenario())
+    assert "certificate" in failure.message.lower() and failure.status is None
+    assert served == []       # the request itself was never sent

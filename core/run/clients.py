@@ -1,22 +1,22 @@
 """The run's HTTP client and request ids.
 
 One ``aiohttp.ClientSession`` per run whose connector holds exactly ``concurrency``
-connections, so no request ever waits for a connection slot; one verified TLS context (certifi's
-roots); no cookie jar (a draw must not depend on what an earlier answer set); proxies from the
-environment (``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY``: :func:`core.screeners.http.
-proxy_for`, applied by :func:`core.screeners.http.post_json`), and nothing else read from it
-(aiohttp's ``trust_env`` would also read ``~/.netrc``).
+connections, so no request ever waits for a connection slot; one verified TLS context
+(certifi's roots, made at the first https request: ~50 ms an http:// endpoint never pays,
+:func:`core.screeners.http.tls`); no cookie jar (a draw must not depend on what an earlier
+answer set); proxies from the environment (``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``NO_PROXY``:
+:func:`core.screeners.http.proxy_for`, applied by :func:`core.screeners.http.post_json`), and
+nothing else read from it (aiohttp's ``trust_env`` would also read ``~/.netrc``).
 
 Why aiohttp rather than httpx: at a fixed latency its CPU per request is about a quarter of
-httpx's (0.4 against 1.9 ms on the 2-core benchmark machine; benchmarks/RESULTS.md), and with
-64 calls in flight on one core that CPU, not the endpoint, set the run's pace.
+httpx's (0.43 against 2.4–2.7 ms on the 2-core benchmark machine; benchmarks/RESULTS.md), and
+with 64 calls in flight on one core that CPU, not the endpoint, set the run's pace.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import ssl
 
 import aiohttp
 
@@ -32,24 +32,10 @@ def make_clients(options: RunOptions) -> list[aiohttp.ClientSession]:
     timeout = aiohttp.ClientTimeout(total=None, connect=options.connect_timeout_s,
                                     sock_connect=options.connect_timeout_s,
                                     sock_read=options.timeout_s)
-    connector = aiohttp.TCPConnector(limit=c, limit_per_host=0, ssl=_ssl_context(),
-                                     keepalive_timeout=30.0)
+    # TLS: each https request carries certifi's verified context (core.screeners.http.tls)
+    connector = aiohttp.TCPConnector(limit=c, limit_per_host=0, keepalive_timeout=30.0)
     return [aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False,
                                   cookie_jar=aiohttp.DummyCookieJar())]
-
-
-_TLS: list[ssl.SSLContext] = []
-
-
-def _ssl_context() -> ssl.SSLContext:
-    """A default, certificate-verifying context (certifi's roots, as httpx uses), made once."""
-    if not _TLS:
-        try:
-            import certifi
-            _TLS.append(ssl.create_default_context(cafile=certifi.where()))
-        except ImportError:  # pragma: no cover - certifi is a dependency
-            _TLS.append(ssl.create_default_context())
-    return _TLS[0]
 
 
 _IDS = random.Random(int.from_bytes(os.urandom(16), "little"))

@@ -8,7 +8,7 @@ transport errors are retryable; any other 4xx is ``finding=True`` — a 400 such
 is not supported for this model" is a fact about the harness, not noise, and is never retried.
 
 The client is an ``aiohttp.ClientSession`` (made by :func:`core.run.clients.make_clients`):
-at a fixed latency its CPU per request is about a quarter of httpx's (0.4 against 1.9 ms on
+at a fixed latency its CPU per request is about a fifth of httpx's (0.43 against 2.4–2.7 ms on
 the 2-core benchmark machine, benchmarks/RESULTS.md), which decides whether a run of 2,000
 calls at concurrency 64 keeps up with the endpoint at all.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 import email.utils
 import json
 import math
+import ssl
 import time
 import urllib.parse
 import urllib.request
@@ -31,7 +32,7 @@ import aiohttp
 from core.screeners.base import CallFailed, CallLimits
 
 __all__ = ["RETRY_STATUSES", "HttpClient", "HttpReply", "default_retryable",
-           "parse_retry_after", "post_json", "proxy_for"]
+           "parse_retry_after", "post_json", "proxy_for", "tls"]
 
 #: The HTTP client the adapters are handed (one per run, shared by its workers).
 HttpClient = aiohttp.ClientSession
@@ -110,7 +111,8 @@ async def post_json(client: HttpClient, url: str, body: Any,
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":"),
                           allow_nan=False).encode()
         async with client.post(url, data=data, headers=_with_json_type(headers),
-                               allow_redirects=False, proxy=proxy_for(url)) as resp:
+                               allow_redirects=False, proxy=proxy_for(url),
+                               ssl=tls() if url[:6].lower() == "https:" else True) as resp:
             chunks: list[bytes] = []
             size = 0
             async for chunk in resp.content.iter_any():
@@ -161,6 +163,21 @@ def proxy_for(url: str) -> str | None:
     if urllib.request.proxy_bypass_environment(host, proxies):
         return None
     return proxy
+
+
+_TLS: list[ssl.SSLContext] = []
+
+
+def tls() -> ssl.SSLContext:
+    """A default, certificate-verifying context (certifi's roots, as httpx used), made once,
+    at the first https request (~50 ms)."""
+    if not _TLS:
+        try:
+            import certifi
+            _TLS.append(ssl.create_default_context(cafile=certifi.where()))
+        except ImportError:  # pragma: no cover - certifi is a dependency
+            _TLS.append(ssl.create_default_context())
+    return _TLS[0]
 
 
 def _with_json_type(headers: Mapping[str, str]) -> Mapping[str, str]:
