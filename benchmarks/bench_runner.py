@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.freeze import Criterion, FreezeSheet  # noqa: E402
-from core.run.clients import make_clients  # noqa: E402
+from core.run.clients import make_client  # noqa: E402
 from core.run.engine import Runner  # noqa: E402
 from core.run.options import RunOptions  # noqa: E402
 from core.screeners.http_json import HttpJsonScreener  # noqa: E402
@@ -138,7 +138,7 @@ def bench_raw_httpx(url: str, calls: int, concurrency: int) -> float:
 def bench_raw_client(url: str, calls: int, concurrency: int) -> float:
     """The floor of the client the runner uses (its aiohttp session), no engine."""
     async def go() -> float:
-        session = make_clients(RunOptions(concurrency=concurrency, timeout_s=30))[0]
+        session = make_client(RunOptions(concurrency=concurrency, timeout_s=30))
         it = iter(range(calls))
 
         async def worker() -> None:

@@ -334,9 +334,9 @@ def test_an_adapters_retry_rule_classifies_a_real_servers_answers(status, retrie
 
 
 async def _call_with_client(scr: Screener) -> RawResult:
-    from core.run.clients import make_clients
+    from core.run.clients import make_client
     from core.run.options import RunOptions
-    async with make_clients(RunOptions(concurrency=1, timeout_s=10.0))[0] as client:
+    async with make_client(RunOptions(concurrency=1, timeout_s=10.0)) as client:
         return await scr.call(client, ScreenRequest("r" * 32, "c1", 1, "text", 0))
 
 
@@ -375,7 +375,7 @@ def test_an_https_endpoint_with_an_untrusted_certificate_is_refused(tmp_path):
     import shutil
     import ssl
 
-    from core.run.clients import make_clients
+    from core.run.clients import make_client
     from core.run.options import RunOptions
     from core.screeners.http import post_json
 
@@ -399,7 +399,7 @@ def test_an_https_endpoint_with_an_untrusted_certificate_is_refused(tmp_path):
         server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=ctx)
         port = server.sockets[0].getsockname()[1]
         try:
-            async with make_clients(RunOptions(concurrency=1, timeout_s=10.0))[0] as client:
+            async with make_client(RunOptions(concurrency=1, timeout_s=10.0)) as client:
                 with pytest.raises(CallFailed) as e:
                     await post_json(client, f"https://127.0.0.1:{port}/score", {"a": 1}, {})
                 return e.value

@@ -25,7 +25,7 @@ from core.errors import GuardError
 from core.estimate import audit_estimate
 from core.freeze import Criterion, FreezeSheet
 from core.guards import cache_verdict_of, model_populations_of
-from core.run.clients import make_clients
+from core.run.clients import make_client
 from core.run.engine import Runner, plan_pairs
 from core.run.handle import RunHandle, registry
 from core.run.options import PriceTable, RunOptions
@@ -351,7 +351,7 @@ def test_anthropic_400_on_temperature_is_a_finding_not_retried(store, server):
 def test_cancelling_in_flight_calls_does_not_exhaust_the_pool(store, server):
     async def scenario() -> list[str]:
         states = []
-        async with make_clients(RunOptions(concurrency=8, timeout_s=10.0))[0] as client:
+        async with make_client(RunOptions(concurrency=8, timeout_s=10.0)) as client:
             for cycle in range(3):
                 server.set(latency_ms=3000)
                 aid = f"cx{cycle}"

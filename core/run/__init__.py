@@ -6,7 +6,7 @@ over the missing ``(candidate, run)`` pairs of an audit:
 * **Concurrency**: a fixed pool of ``concurrency`` workers (the semaphore) over one
   ``aiohttp.ClientSession`` whose connector has exactly as many connections, so no request ever
   waits for a connection slot (:mod:`core.run.clients`; aiohttp rather than httpx for its CPU
-  per request, a quarter of httpx's). No ``asyncio.wait_for`` around requests; the session's
+  per request, about a sixth of httpx's). No ``asyncio.wait_for`` around requests; the session's
   own timeouts (connect, and a long read between bytes: 120 s by default).
 * **Retries** (tenacity's ``AsyncRetrying``, :mod:`core.run.retry`): 408/409/429/5xx, timeouts
   and transport errors, with exponential backoff and full jitter, honouring ``retry-after-ms``

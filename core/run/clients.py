@@ -8,7 +8,7 @@ answer set); proxies from the environment (``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``
 :func:`core.screeners.http.proxy_for`, applied by :func:`core.screeners.http.post_json`), and
 nothing else read from it (aiohttp's ``trust_env`` would also read ``~/.netrc``).
 
-Why aiohttp rather than httpx: at a fixed latency its CPU per request is about a quarter of
+Why aiohttp rather than httpx: at a fixed latency its CPU per request is about a sixth of
 httpx's (0.43 against 2.4–2.7 ms on the 2-core benchmark machine; benchmarks/RESULTS.md), and
 with 64 calls in flight on one core that CPU, not the endpoint, set the run's pace.
 """
@@ -22,20 +22,20 @@ import aiohttp
 
 from core.run.options import RunOptions
 
-__all__ = ["make_clients", "new_request_id"]
+__all__ = ["make_client", "new_request_id"]
 
 
-def make_clients(options: RunOptions) -> list[aiohttp.ClientSession]:
-    """The run's client (a list, as the engine hands one client per worker group): a session
-    whose connector holds exactly ``concurrency`` connections. Call it inside the run's loop."""
+def make_client(options: RunOptions) -> aiohttp.ClientSession:
+    """The run's client: a session whose connector holds exactly ``concurrency`` connections.
+    Call it inside the run's event loop."""
     c = int(options.concurrency)
     timeout = aiohttp.ClientTimeout(total=None, connect=options.connect_timeout_s,
                                     sock_connect=options.connect_timeout_s,
                                     sock_read=options.timeout_s)
     # TLS: each https request carries certifi's verified context (core.screeners.http.tls)
     connector = aiohttp.TCPConnector(limit=c, limit_per_host=0, keepalive_timeout=30.0)
-    return [aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False,
-                                  cookie_jar=aiohttp.DummyCookieJar())]
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False,
+                                 cookie_jar=aiohttp.DummyCookieJar())
 
 
 _IDS = random.Random(int.from_bytes(os.urandom(16), "little"))

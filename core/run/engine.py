@@ -27,7 +27,7 @@ from core.errors import AuditError, GuardError, InputError, StoreError
 from core.freeze import FreezeSheet
 from core.invalid import KIND_NAMES
 from core.run.breaker import Breaker, error_kind
-from core.run.clients import make_clients, new_request_id
+from core.run.clients import make_client, new_request_id
 from core.run.options import MAX_CANDIDATES, PriceTable, RunOptions
 from core.run.retry import CallResult, Retrier
 from core.run.status import RunStatus, StopToken
@@ -222,14 +222,10 @@ class Runner:
         writer = Writer(self.store, self.audit_id, self.options.batch_rows,
                         self.options.flush_s)
         self._writer = writer
-        own_clients: list[HttpClient] = []
-        if self._client is not None:
-            clients: list[HttpClient | None] = [self._client]
-        elif getattr(self.screener, "uses_http", False):
-            own_clients = make_clients(self.options)
-            clients = list(own_clients)
-        else:
-            clients = [None]
+        own_client: HttpClient | None = None
+        client = self._client
+        if client is None and getattr(self.screener, "uses_http", False):
+            client = own_client = make_client(self.options)
         self.stop_token.on_set(self._request_stop)
         if len(apps) > MAX_CANDIDATES:
             raise InputError(f"audit '{self.audit_id}' has {len(apps):,} candidates; one run "
@@ -241,17 +237,17 @@ class Runner:
         guard: GuardError | None = None
         try:
             if self.options.preflight:
-                guard = await self._preflight(clients, apps, strata, completed)
+                guard = await self._preflight(client, apps, strata, completed)
             if guard is None and self.until == "all" and not self.stop_token.is_set():
                 self._update(force=True, state="running")
                 completed = completed | self._new_pairs()
                 pairs = plan_pairs(apps, runs, self.options.seed, completed)
-                await self._drive(clients, pairs)
+                await self._drive(client, pairs)
         finally:
             if deadline is not None:
                 deadline.cancel()
-            for c in own_clients:
-                await c.close()
+            if own_client is not None:
+                await own_client.close()
             writer.close()
         if writer.error is not None:
             msg = scrub(f"writing results failed: {writer.error}")
@@ -330,7 +326,7 @@ class Runner:
             return set(self._done_pairs)
 
     # ------------------------------------------------------------------ pre-flight
-    async def _preflight(self, clients: list[HttpClient | None], apps: dict[str, str],
+    async def _preflight(self, client: HttpClient | None, apps: dict[str, str],
                          strata: dict[str, Any],
                          completed: set[tuple[str, int]]) -> GuardError | None:
         band = sorted(c for c, s in strata.items() if s == "band")
@@ -342,7 +338,7 @@ class Runner:
         if judged:               # resumed: the verdict comes from the stored payloads
             return GuardError(stop) if stop else None
         todo = [(cid, r) for r in range(1, n_pre + 1) if (cid, r) not in completed]
-        await self._drive(clients, todo, preflight=True)
+        await self._drive(client, todo, preflight=True)
         self._writer.flush()
         with self._lock:
             lat = list(self._preflight_latency)
@@ -368,7 +364,7 @@ class Runner:
                 t.cancel()
         loop.call_soon_threadsafe(_cancel)
 
-    async def _drive(self, clients: list[HttpClient | None],
+    async def _drive(self, client: HttpClient | None,
                      pairs: list[tuple[str, int]], preflight: bool = False) -> None:
         if not pairs or self.stop_token.is_set():
             return
@@ -385,10 +381,9 @@ class Runner:
                 ended.append(True)
                 self._writer.write_soon()
 
-        # worker i uses client i mod n: each client's pool holds as many connections as the
-        # workers that share it, so no request ever waits for a pool slot
-        self._tasks = [asyncio.create_task(worker(clients[i % len(clients)]))
-                       for i in range(n_workers)]
+        # the client's connector holds as many connections as there are workers, so no
+        # request ever waits for a connection slot
+        self._tasks = [asyncio.create_task(worker(client)) for _ in range(n_workers)]
         try:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         finally:

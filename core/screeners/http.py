@@ -7,8 +7,8 @@ rule it is given (:meth:`core.screeners.base.Screener.retryable_http`; by defaul
 transport errors are retryable; any other 4xx is ``finding=True`` — a 400 such as "temperature
 is not supported for this model" is a fact about the harness, not noise, and is never retried.
 
-The client is an ``aiohttp.ClientSession`` (made by :func:`core.run.clients.make_clients`):
-at a fixed latency its CPU per request is about a fifth of httpx's (0.43 against 2.4–2.7 ms on
+The client is an ``aiohttp.ClientSession`` (made by :func:`core.run.clients.make_client`):
+at a fixed latency its CPU per request is about a sixth of httpx's (0.43 against 2.4–2.7 ms on
 the 2-core benchmark machine, benchmarks/RESULTS.md), which decides whether a run of 2,000
 calls at concurrency 64 keeps up with the endpoint at all.
 """
@@ -101,7 +101,7 @@ async def post_json(client: HttpClient, url: str, body: Any,
     The body is streamed in and refused past ``limits.max_response_bytes`` or
     ``limits.deadline_s`` (checked as each chunk arrives: a server dripping one byte a second
     trips it). No ``asyncio.wait_for`` here: the session's own timeouts apply (a connect
-    timeout and a read timeout between bytes, :func:`core.run.clients.make_clients`).
+    timeout and a read timeout between bytes, :func:`core.run.clients.make_client`).
     Redirects are not followed (a screener endpoint that redirects is a finding).
     """
     lim = limits or CallLimits()
