@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,18 @@ def test_the_configs_criteria_bounds_are_the_imports():
     from core import config, ingest
     assert (config.MAX_POINTS_CAP, config.MAX_WEIGHT) == (ingest.MAX_POINTS_CAP,
                                                           ingest.MAX_WEIGHT)
+
+
+@pytest.mark.parametrize("url, words", [
+    ("http://127.0.0.1:99999/v1", "port outside 1–65535"),
+    ("http://127.0.0.1:0/v1", "port outside 1–65535"),
+    ("ftp://127.0.0.1/v1", "must be an http(s) URL"),
+    ("http://[::1/v1", "is not a URL"),
+    ("http://api.example.com/v1", "plain http://"),
+])
+def test_a_bad_screener_url_is_refused_by_the_config_naming_the_field(url, words):
+    from core.screeners.safety import check_base_url
+    with pytest.raises(InputError, match=re.escape(words)) as e:
+        check_base_url(url)
+    assert "base_url" in str(e.value)
+    assert check_base_url("http://127.0.0.1:8080/v1") == "http://127.0.0.1:8080/v1"

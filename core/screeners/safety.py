@@ -117,6 +117,12 @@ def check_base_url(url: str, field_name: str = "base_url") -> str:
         host = parts.hostname
     except ValueError:
         raise InputError(f"'{field_name}' is not a URL (field '{field_name}')") from None
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        raise InputError(f"'{field_name}' has a port outside 1–65535 (field '{field_name}')")
     if parts.scheme not in ("http", "https") or not host:
         raise InputError(f"'{field_name}' must be an http(s) URL with a host, e.g. "
                          f"http://127.0.0.1:8080/v1 (field '{field_name}')")
